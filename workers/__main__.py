@@ -1,0 +1,39 @@
+"""Command line: ``python -m workers inspect|analyze|replay|compare ...`` without the web.
+
+Each subcommand lives in ``workers/cli/<name>.py`` and exposes ``add_arguments(parser)`` and
+``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    "inspect": "format, devices, event counts per action, time span and parse errors of traces",
+    "analyze": "seek histogram, request sizes and an iostat-like table per device",
+    "replay": "predict what the disks see under a kernel preset and policy",
+    "compare": "baseline vs patched plain-text report, as pasted into a mail reply",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m workers", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in SUBCOMMANDS.items():
+        module = importlib.import_module(f"workers.cli.{name}")
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args._module.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,459 @@
+"""The EventTable: one columnar table of block-layer trace events.
+
+Every parser emits it, the replay model emits it, and every analyzer reads it, so a predicted
+dispatch stream and a real trace are handled by exactly the same code (architecture.md, "The
+one idea that keeps it simple").
+
+Why columns and not rows: traces run to tens of millions of events. One numpy array per field
+keeps a 10M-event table at about 50 bytes per event and lets analyzers work on whole columns
+(``np.diff`` over sectors of the D events of one device, say) with no per-event Python objects.
+
+Codes follow the kernel so that nothing is translated twice:
+
+* ``action`` holds the low 16 bits of ``__BLK_TA_*`` (include/uapi/linux/blktrace_api.h):
+  Q=1, M=2, F=3, G=4, S=5, R=6, D=7, C=8, P=9, U=10, UT=11, I=12, X=13, B=14, A=15.
+  Notify records that are kept (messages) use ``ACT_MESSAGE``.
+* ``rwbs`` is a bit set of the letters blkparse prints (``fill_rwbs`` in blkparse_fmt.c) plus
+  the newer ftrace-only letters, see the ``RWBS_*`` constants.
+* ``dev`` is the kernel-internal dev_t: ``major << 20 | minor`` (MINORBITS = 20).
+* ``aux`` carries the action's extra number: the new sector for X (split), the original
+  sector for A (remap; ``aux2`` then holds the original device), the depth for U/UT.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+
+# --- actions (low 16 bits of __BLK_TA_*) ---------------------------------------------------
+ACT_QUEUE = 1
+ACT_BACKMERGE = 2
+ACT_FRONTMERGE = 3
+ACT_GETRQ = 4
+ACT_SLEEPRQ = 5
+ACT_REQUEUE = 6
+ACT_ISSUE = 7
+ACT_COMPLETE = 8
+ACT_PLUG = 9
+ACT_UNPLUG_IO = 10
+ACT_UNPLUG_TIMER = 11
+ACT_INSERT = 12
+ACT_SPLIT = 13
+ACT_BOUNCE = 14
+ACT_REMAP = 15
+ACT_ABORT = 16
+ACT_DRV_DATA = 17
+ACT_ZONE_PLUG = 18
+ACT_ZONE_UNPLUG = 19
+ACT_MESSAGE = 64  # BLK_TN_MESSAGE notify kept as an event (blkparse prints it as "m")
+
+#: blkparse action letters by code.
+ACTION_LETTERS: dict[int, str] = {
+    ACT_QUEUE: "Q",
+    ACT_BACKMERGE: "M",
+    ACT_FRONTMERGE: "F",
+    ACT_GETRQ: "G",
+    ACT_SLEEPRQ: "S",
+    ACT_REQUEUE: "R",
+    ACT_ISSUE: "D",
+    ACT_COMPLETE: "C",
+    ACT_PLUG: "P",
+    ACT_UNPLUG_IO: "U",
+    ACT_UNPLUG_TIMER: "UT",
+    ACT_INSERT: "I",
+    ACT_SPLIT: "X",
+    ACT_BOUNCE: "B",
+    ACT_REMAP: "A",
+    ACT_ABORT: "AB",
+    ACT_DRV_DATA: "DD",
+    ACT_ZONE_PLUG: "ZP",
+    ACT_ZONE_UNPLUG: "ZU",
+    ACT_MESSAGE: "m",
+}
+ACTION_CODES: dict[str, int] = {v: k for k, v in ACTION_LETTERS.items()}
+
+#: Stages an analyzer may look at, in the fallback order of architecture.md.
+STAGE_FALLBACK: tuple[str, ...] = ("D", "I", "G", "Q")
+
+# --- RWBS bits ------------------------------------------------------------------------------
+RWBS_READ = 1 << 0  # R
+RWBS_WRITE = 1 << 1  # W
+RWBS_DISCARD = 1 << 2  # D
+RWBS_NONE = 1 << 3  # N (no data direction: bare flush, plug, unplug)
+RWBS_FLUSH = 1 << 4  # leading F (preflush)
+RWBS_FUA = 1 << 5  # trailing F
+RWBS_AHEAD = 1 << 6  # A
+RWBS_SYNC = 1 << 7  # S
+RWBS_META = 1 << 8  # M
+RWBS_SECURE = 1 << 9  # E (ftrace only)
+RWBS_WRITE_ZEROES = 1 << 10  # Z (ftrace only; "WZ"/"Z")
+RWBS_PRIO = 1 << 11  # P (ftrace only, REQ_PRIO)
+RWBS_ATOMIC = 1 << 12  # U (ftrace only, atomic write)
+RWBS_ZONE = 1 << 13  # zone management ops (ftrace "ZO"/"ZC"/... or zone append)
+
+#: Column names, dtypes. Order is the on-disk order in .npz files.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("time_ns", "int64"),  # ns; relative to the trace's genesis after parsing; -1 = unknown
+    ("seq", "uint32"),  # per-CPU sequence (0 for notes / unknown)
+    ("dev", "uint32"),  # major << 20 | minor
+    ("cpu", "uint16"),
+    ("pid", "uint32"),
+    ("action", "uint8"),  # ACT_*
+    ("rwbs", "uint16"),  # RWBS_* bits
+    ("sector", "uint64"),
+    ("nr_sectors", "uint32"),
+    ("aux", "uint64"),  # X: new sector; A: original sector; U/UT: depth
+    ("aux2", "uint32"),  # A: original device (dev_t); otherwise 0
+    ("error", "int16"),
+    ("comm", "uint32"),  # index into EventTable.comms; 0 is "(null)"
+)
+COLUMN_DTYPES: dict[str, np.dtype[Any]] = {n: np.dtype(t) for n, t in COLUMNS}
+BYTES_PER_EVENT = sum(dt.itemsize for dt in COLUMN_DTYPES.values())
+
+NULL_COMM = "(null)"
+
+
+def make_dev(major: int, minor: int) -> int:
+    """Kernel dev_t (MKDEV in include/linux/kdev_t.h: 20 minor bits)."""
+    return (int(major) << 20) | (int(minor) & 0xFFFFF)
+
+
+def dev_major(dev: int) -> int:
+    return int(dev) >> 20
+
+
+def dev_minor(dev: int) -> int:
+    return int(dev) & 0xFFFFF
+
+
+def dev_str(dev: int) -> str:
+    """``"8,0"``: the spelling blkparse and the manifest use."""
+    return f"{dev_major(dev)},{dev_minor(dev)}"
+
+
+def parse_dev(text: str) -> int:
+    """Inverse of :func:`dev_str`; accepts ``"8,0"`` and ``"8:0"``."""
+    sep = "," if "," in text else ":"
+    major, minor = text.strip().split(sep)
+    return make_dev(int(major), int(minor))
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What is known of one device: its name and any queue limits read from a manifest."""
+
+    dev: int
+    name: str = ""
+    limits: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dev": dev_str(self.dev), "name": self.name, "limits": dict(self.limits)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeviceInfo:
+        return cls(dev=parse_dev(data["dev"]), name=data.get("name", ""),
+                   limits=dict(data.get("limits", {})))
+
+
+def _empty_column(name: str, n: int = 0) -> npt.NDArray[Any]:
+    return np.zeros(n, dtype=COLUMN_DTYPES[name])
+
+
+class EventTable:
+    """Aligned numpy columns, one row per event, plus a comm string table and device info.
+
+    Construct with :meth:`from_columns` (missing columns are zero-filled) or :meth:`empty`.
+    Columns are plain attributes (``table.sector``) so analyzers read them without copies.
+    ``time_known`` is False for tables parsed from text that carried no timestamps (ftrace
+    lines quoted in a mail): order is kept, times are the row index.
+    """
+
+    __slots__ = tuple(n for n, _ in COLUMNS) + ("comms", "devices", "time_known", "meta")
+
+    time_ns: npt.NDArray[np.int64]
+    seq: npt.NDArray[np.uint32]
+    dev: npt.NDArray[np.uint32]
+    cpu: npt.NDArray[np.uint16]
+    pid: npt.NDArray[np.uint32]
+    action: npt.NDArray[np.uint8]
+    rwbs: npt.NDArray[np.uint16]
+    sector: npt.NDArray[np.uint64]
+    nr_sectors: npt.NDArray[np.uint32]
+    aux: npt.NDArray[np.uint64]
+    aux2: npt.NDArray[np.uint32]
+    error: npt.NDArray[np.int16]
+    comm: npt.NDArray[np.uint32]
+
+    def __init__(
+        self,
+        columns: Mapping[str, npt.ArrayLike],
+        comms: Sequence[str] = (NULL_COMM,),
+        devices: Mapping[int, DeviceInfo] | None = None,
+        time_known: bool = True,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        n = None
+        for name, _ in COLUMNS:
+            if name in columns:
+                arr = np.ascontiguousarray(columns[name], dtype=COLUMN_DTYPES[name])
+                if arr.ndim != 1:
+                    raise ValueError(f"column {name} must be 1-D")
+                if n is None:
+                    n = len(arr)
+                elif len(arr) != n:
+                    raise ValueError(f"column {name} has {len(arr)} rows, expected {n}")
+                setattr(self, name, arr)
+        unknown = set(columns) - set(COLUMN_DTYPES)
+        if unknown:
+            raise ValueError(f"unknown columns: {sorted(unknown)}")
+        n = n or 0
+        for name, _ in COLUMNS:
+            if name not in columns:
+                setattr(self, name, _empty_column(name, n))
+        comms = list(comms) or [NULL_COMM]
+        if comms[0] != NULL_COMM:
+            comms.insert(0, NULL_COMM)
+            self.comm = self.comm + np.uint32(1)
+        self.comms: list[str] = comms
+        self.devices: dict[int, DeviceInfo] = dict(devices or {})
+        self.time_known = bool(time_known)
+        self.meta: dict[str, Any] = dict(meta or {})
+
+    # --- construction -------------------------------------------------------------------
+    @classmethod
+    def empty(cls) -> EventTable:
+        return cls({})
+
+    @classmethod
+    def from_columns(cls, **columns: npt.ArrayLike) -> EventTable:
+        return cls(columns)
+
+    @classmethod
+    def concat(cls, tables: Iterable[EventTable]) -> EventTable:
+        """Stack tables; comm indices are remapped into one merged string table."""
+        tables = list(tables)
+        if not tables:
+            return cls.empty()
+        comms: list[str] = [NULL_COMM]
+        index: dict[str, int] = {NULL_COMM: 0}
+        cols: dict[str, list[npt.NDArray[Any]]] = {n: [] for n, _ in COLUMNS}
+        devices: dict[int, DeviceInfo] = {}
+        for t in tables:
+            remap = np.empty(len(t.comms), dtype=np.uint32)
+            for i, name in enumerate(t.comms):
+                if name not in index:
+                    index[name] = len(comms)
+                    comms.append(name)
+                remap[i] = index[name]
+            for name, _ in COLUMNS:
+                col = getattr(t, name)
+                cols[name].append(remap[col] if name == "comm" else col)
+            for d, info in t.devices.items():
+                devices.setdefault(d, info)
+        merged = {n: np.concatenate(v) for n, v in cols.items()}
+        return cls(merged, comms=comms, devices=devices,
+                   time_known=all(t.time_known for t in tables),
+                   meta=tables[0].meta)
+
+    # --- basic access -------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.time_ns)
+
+    def __repr__(self) -> str:
+        return f"EventTable({len(self)} events, devices={[dev_str(d) for d in self.device_ids()]})"
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, n).nbytes for n, _ in COLUMNS)
+
+    def columns(self) -> dict[str, npt.NDArray[Any]]:
+        return {n: getattr(self, n) for n, _ in COLUMNS}
+
+    def take(self, index: npt.ArrayLike) -> EventTable:
+        """Rows selected by a boolean mask or an index array, sharing comms and devices."""
+        idx = np.asarray(index)
+        return EventTable({n: getattr(self, n)[idx] for n, _ in COLUMNS}, comms=self.comms,
+                          devices=self.devices, time_known=self.time_known, meta=self.meta)
+
+    def sorted_by_time(self) -> EventTable:
+        """Stable sort on (time, dev, cpu, seq): blkparse's merge order across CPU files."""
+        if len(self) == 0:
+            return self
+        order = np.lexsort((self.seq, self.cpu, self.dev, self.time_ns))
+        if np.array_equal(order, np.arange(len(self))):
+            return self
+        return self.take(order)
+
+    def device_ids(self) -> list[int]:
+        ids = set(np.unique(self.dev).tolist()) | set(self.devices)
+        return sorted(int(d) for d in ids)
+
+    def device_name(self, dev: int) -> str:
+        info = self.devices.get(dev)
+        return info.name if info and info.name else dev_str(dev)
+
+    def comm_of(self, row: int) -> str:
+        return self.comms[int(self.comm[row])]
+
+    def action_counts(self) -> dict[str, int]:
+        codes, counts = np.unique(self.action, return_counts=True)
+        return {ACTION_LETTERS.get(int(c), str(int(c))): int(n) for c, n in zip(codes, counts)}
+
+    def stage(self, dev: int, stage: str | None = None) -> tuple[str | None, npt.NDArray[np.intp]]:
+        """Row indices of one device at one stage, in table order.
+
+        With ``stage=None`` use D, else I, else G, else Q (architecture.md) and return which
+        stage was used; ``None`` when the device has none of them.
+        """
+        on_dev = self.dev == dev
+        candidates = (stage,) if stage else STAGE_FALLBACK
+        for letter in candidates:
+            rows = np.flatnonzero(on_dev & (self.action == ACTION_CODES[letter]))
+            if len(rows):
+                return letter, rows
+        return (stage if stage else None), np.empty(0, dtype=np.intp)
+
+    # --- persistence --------------------------------------------------------------------
+    def save(self, target: str | os.PathLike[str] | IO[bytes]) -> None:
+        """Compressed .npz: the columns plus a JSON header (comms, devices, meta)."""
+        header = {
+            "version": 1,
+            "comms": self.comms,
+            "devices": [d.to_json() for d in self.devices.values()],
+            "time_known": self.time_known,
+            "meta": self.meta,
+        }
+        arrays = dict(self.columns())
+        arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+        np.savez_compressed(target, **arrays)  # type: ignore[arg-type]
+
+    @classmethod
+    def load(cls, source: str | os.PathLike[str] | IO[bytes]) -> EventTable:
+        with np.load(source, allow_pickle=False) as npz:
+            header = json.loads(bytes(npz["__header__"]).decode())
+            cols = {n: npz[n] for n, _ in COLUMNS if n in npz.files}
+        devices = {}
+        for d in header.get("devices", []):
+            info = DeviceInfo.from_json(d)
+            devices[info.dev] = info
+        return cls(cols, comms=header["comms"], devices=devices,
+                   time_known=header.get("time_known", True), meta=header.get("meta", {}))
+
+    def to_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        self.save(buf)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> EventTable:
+        return cls.load(io.BytesIO(data))
+
+
+# --- RWBS text <-> bits ---------------------------------------------------------------------
+def rwbs_from_text(text: str) -> int:
+    """Bits from a blkparse / ftrace RWBS string such as ``"WS"``, ``"FWFS"``, ``"RA"``.
+
+    Follows ``fill_rwbs`` (blkparse_fmt.c) and ``blk_fill_rwbs`` (kernel/trace/blktrace.c):
+    a leading F is a preflush, then the direction letter, then a trailing F is FUA.
+    """
+    bits = 0
+    i = 0
+    s = text.strip()
+    if s.startswith("F") and len(s) > 1 and s[1] in "WRDNSEZ":
+        bits |= RWBS_FLUSH
+        i = 1
+    elif s == "F":
+        return RWBS_FLUSH
+    direction_seen = False
+    for ch in s[i:]:
+        if not direction_seen:
+            direction_seen = True
+            if ch == "R":
+                bits |= RWBS_READ
+                continue
+            if ch == "W":
+                bits |= RWBS_WRITE
+                continue
+            if ch == "D":
+                bits |= RWBS_DISCARD
+                continue
+            if ch == "N":
+                bits |= RWBS_NONE
+                continue
+            if ch == "E":
+                bits |= RWBS_SECURE | RWBS_DISCARD
+                continue
+            if ch == "Z":
+                bits |= RWBS_ZONE
+                continue
+        if ch == "F":
+            bits |= RWBS_FUA
+        elif ch == "A":
+            bits |= RWBS_AHEAD
+        elif ch == "S":
+            bits |= RWBS_SYNC
+        elif ch == "M":
+            bits |= RWBS_META
+        elif ch == "P":
+            bits |= RWBS_PRIO
+        elif ch == "U":
+            bits |= RWBS_ATOMIC
+        elif ch == "Z":
+            bits |= RWBS_WRITE_ZEROES
+        elif ch == "W":
+            bits |= RWBS_WRITE
+        elif ch == "R":
+            bits |= RWBS_READ
+        elif ch in "OCS":
+            bits |= RWBS_ZONE
+        else:
+            raise ValueError(f"unknown RWBS letter {ch!r} in {text!r}")
+    return bits
+
+
+def rwbs_to_text(bits: int) -> str:
+    """The blkparse spelling of a bit set (inverse of :func:`rwbs_from_text`)."""
+    out = []
+    if bits & RWBS_FLUSH:
+        out.append("F")
+    if bits & RWBS_SECURE:
+        out.append("E")
+    elif bits & RWBS_DISCARD:
+        out.append("D")
+    elif bits & RWBS_WRITE_ZEROES and not bits & RWBS_WRITE:
+        out.append("Z")
+    elif bits & RWBS_WRITE:
+        out.append("W")
+    elif bits & RWBS_READ:
+        out.append("R")
+    elif bits & RWBS_ZONE:
+        out.append("Z")
+    else:
+        out.append("N")
+    if bits & RWBS_WRITE_ZEROES and bits & RWBS_WRITE:
+        out.append("Z")
+    if bits & RWBS_FUA:
+        out.append("F")
+    if bits & RWBS_AHEAD:
+        out.append("A")
+    if bits & RWBS_SYNC:
+        out.append("S")
+    if bits & RWBS_META:
+        out.append("M")
+    if bits & RWBS_PRIO:
+        out.append("P")
+    if bits & RWBS_ATOMIC:
+        out.append("U")
+    return "".join(out)
+
+
+def is_write(rwbs: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
+    """blkparse counts everything that is not a write under Reads (trace-formats.md 1.5)."""
+    return (rwbs & RWBS_WRITE) != 0
