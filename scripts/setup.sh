@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install everything blkreview needs on a fresh Debian machine: the virtualenv with the project
+# and its dev dependencies, and (when run as root) the Debian packages the tests use:
+# blktrace (the blkparse reference) and chromium (browser tests through Playwright).
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+WITH_DEV=${WITH_DEV:-1}
+
+need_apt=()
+command -v blkparse >/dev/null 2>&1 || need_apt+=(blktrace)
+if [ "$WITH_DEV" = 1 ]; then
+  [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing Debian packages: ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q "${need_apt[@]}" >/dev/null
+  else
+    echo "setup: please install the Debian packages: ${need_apt[*]} (needs root); continuing" >&2
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.blkreview-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing Python packages into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  if [ "$WITH_DEV" = 1 ]; then
+    .venv/bin/python -m pip install -q -e '.[dev]'
+  else
+    .venv/bin/python -m pip install -q -e .
+  fi
+  touch "$stamp"
+fi
+echo "setup: ok"
