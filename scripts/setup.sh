@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything blkreview needs on a fresh Debian machine: the virtualenv with the project
 # and its dev dependencies, and (when run as root) the Debian packages the tests use:
-# blktrace (the blkparse reference) and chromium (browser tests through Playwright).
+# blktrace (the blkparse reference), chromium (browser tests through Playwright) and
+# docker-compose (to validate docker-compose.yml; no Docker engine is needed).
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,7 @@ need_apt=()
 command -v blkparse >/dev/null 2>&1 || need_apt+=(blktrace)
 if [ "$WITH_DEV" = 1 ]; then
   [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+  command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
