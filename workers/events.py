@@ -456,4 +456,5 @@ def rwbs_to_text(bits: int) -> str:
 
 def is_write(rwbs: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
     """blkparse counts everything that is not a write under Reads (trace-formats.md 1.5)."""
-    return (rwbs & RWBS_WRITE) != 0
+    out: npt.NDArray[np.bool_] = (rwbs & RWBS_WRITE) != 0
+    return out
