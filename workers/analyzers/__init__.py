@@ -1,0 +1,117 @@
+"""Analyzers over an EventTable: one results dict per trace (real or predicted alike).
+
+``analyze(table)`` returns JSON-serializable, chart-ready results with stable keys (the layout is
+documented in docs/analyzers.md)::
+
+    {"version": 1,
+     "span_ns": ..., "time_known": true, "events": n,
+     "devices": {"8,0": {"name": "sda", "stage": "D", "stage_note": "stage D",
+                         "events": n, "actions": {"Q": .., "D": ..},
+                         "seek": {...}, "sizes": {...}, ...}, ...},
+     "summaries": {...}}
+
+Every per-device section is computed from the rows of one stage (D, else I, G, Q, or the stage
+in ``AnalyzeConfig.stage``), in time order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workers.analyzers.common import SELECTABLE_STAGES, stage_rows
+from workers.analyzers.seek import SeekHistogram, seek_for_rows, seek_histogram
+from workers.analyzers.sizes import DEFAULT_PERCENTILES, size_stats
+from workers.events import ACTION_LETTERS, EventTable, dev_str, parse_dev
+
+RESULTS_VERSION = 1
+
+__all__ = ["AnalyzeConfig", "SeekHistogram", "analyze", "seek_histogram", "RESULTS_VERSION"]
+
+
+@dataclass(frozen=True)
+class AnalyzeConfig:
+    """What to analyze and how finely.
+
+    Attributes:
+        stage: Q/G/I/D/C for every device, or None for D with fallback to I, G, Q.
+        devices: ``"8,0"`` strings to restrict to; None analyzes every device in the table.
+        percentiles: percentiles reported for sizes and latencies.
+        time_bins: target number of bins of the throughput time series.
+        lba_max_points: cap on points of the LBA-vs-time scatter per device.
+        first_n: issue-order lines kept by the ordering analyzer.
+        chunk_sectors: RAID chunk for alignment checks (None: from device limits if known).
+        max_sectors: max request size in sectors (None: from limits, else largest seen).
+    """
+
+    stage: str | None = None
+    devices: tuple[str, ...] | None = None
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
+    time_bins: int = 200
+    lba_max_points: int = 20000
+    first_n: int = 50
+    chunk_sectors: int | None = None
+    max_sectors: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.stage is not None and self.stage not in SELECTABLE_STAGES:
+            raise ValueError(f"unknown stage {self.stage!r}")
+        if self.time_bins < 1 or self.lba_max_points < 1 or self.first_n < 0:
+            raise ValueError("time_bins and lba_max_points must be >= 1, first_n >= 0")
+
+
+def _action_counts(table: EventTable, dev: int) -> dict[str, int]:
+    codes, counts = np.unique(table.action[table.dev == dev], return_counts=True)
+    return {ACTION_LETTERS.get(int(c), str(int(c))): int(n) for c, n in zip(codes, counts)}
+
+
+def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig) -> dict[str, Any]:
+    """All sections for one device."""
+    sr = stage_rows(table, dev, config.stage)
+    out: dict[str, Any] = {
+        "name": table.device_name(dev),
+        "stage": sr.stage,
+        "stage_note": sr.describe(),
+        "fallback": sr.fallback,
+        "events": int(len(sr.rows)),
+        "zero_length": sr.zero_length,
+        "actions": _action_counts(table, dev),
+        "seek": seek_for_rows(table, sr).to_json(),
+        "sizes": size_stats(table, sr, qs=config.percentiles).to_json(),
+    }
+    return out
+
+
+def analyze(table: EventTable, *, config: AnalyzeConfig | None = None,
+            summaries: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run every analyzer on every device of ``table``.
+
+    Args:
+        table: parsed or predicted events.
+        config: what to analyze; defaults to :class:`AnalyzeConfig()`.
+        summaries: summary-format rows from ingest (``{"iostat": [...], "fio": [...]}``), passed
+            through unchanged so the page can show them beside the computed numbers.
+
+    Returns:
+        The results dict (see the module docstring and docs/analyzers.md).
+    """
+    config = config or AnalyzeConfig()
+    devs = table.device_ids()
+    if config.devices is not None:
+        wanted = {parse_dev(d) for d in config.devices}
+        devs = [d for d in devs if d in wanted]
+    t = table.time_ns
+    span = int(t.max() - t.min()) if len(t) and table.time_known else 0
+    devices = {dev_str(d): analyze_device(table, d, config) for d in devs}
+    return {
+        "version": RESULTS_VERSION,
+        "events": len(table),
+        "time_known": table.time_known,
+        "span_ns": span,
+        "stage_requested": config.stage,
+        "devices": devices,
+        "summaries": dict(summaries or {}),
+    }

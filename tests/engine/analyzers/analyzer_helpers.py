@@ -1,0 +1,72 @@
+"""Builders of hand-made event streams for the analyzer tests."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from workers.events import ACTION_CODES, RWBS_READ, RWBS_WRITE, EventTable, make_dev
+
+SEED_DIR = Path("/work/shared/seeds")
+SEED_COPY_DIR = Path(__file__).resolve().parents[2] / "data" / "seeds"
+
+
+def seed_text(name: str) -> str:
+    """A seed thread, from /work/shared/seeds or the committed copy in tests/data/seeds."""
+    for base in (SEED_DIR, SEED_COPY_DIR):
+        p = base / name
+        if p.exists():
+            return p.read_text(encoding="utf-8", errors="replace")
+    raise FileNotFoundError(name)
+
+
+def seed_seek_blocks(text: str) -> list[list[str]]:
+    """The ``Read|Write seek`` blocks of a seed, quote marks stripped, whitespace folded."""
+    blocks: list[list[str]] = []
+    cur: list[str] | None = None
+    for raw in text.splitlines():
+        line = " ".join(raw.lstrip(">").split())
+        if line == "Read|Write seek":
+            cur = [line]
+            blocks.append(cur)
+            continue
+        if cur is None:
+            continue
+        if line.startswith("cnt ") or line.startswith(">=(KB)") or re.match(r"^\d+ \.\. \d+ :",
+                                                                          line):
+            cur.append(line)
+        else:
+            cur = None
+    return blocks
+
+
+def fold(text: str) -> list[str]:
+    """Lines with runs of whitespace folded to one space, blank lines dropped."""
+    return [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+
+
+def stream(sectors: Sequence[int], nr: Sequence[int] | int = 8, *, action: str = "D",
+           dev: int = make_dev(8, 0), write: bool = False, times: Sequence[int] | None = None,
+           pids: Sequence[int] | None = None) -> EventTable:
+    """One device, one stage: requests at ``sectors`` of ``nr`` sectors, 1 us apart."""
+    n = len(sectors)
+    lens = np.full(n, nr) if isinstance(nr, int) else np.asarray(nr)
+    return EventTable.from_columns(
+        time_ns=np.arange(n) * 1000 if times is None else np.asarray(times),
+        dev=np.full(n, dev), action=np.full(n, ACTION_CODES[action]),
+        rwbs=np.full(n, RWBS_WRITE if write else RWBS_READ),
+        sector=np.asarray(sectors, dtype=np.uint64), nr_sectors=lens,
+        pid=np.asarray(pids) if pids is not None else np.full(n, 100),
+    )
+
+
+def sectors_from_gaps(gaps_sectors: Sequence[int], nr: int = 128, start: int = 1 << 20
+                      ) -> list[int]:
+    """Start sectors whose seed-000 seek distances (next - prev end) are ``gaps_sectors``."""
+    out = [start]
+    for g in gaps_sectors:
+        out.append(out[-1] + nr + g)
+    return out

@@ -1,0 +1,42 @@
+"""analyze(): the results dict layout shared with the web and compare."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from analyzer_helpers import stream
+
+from workers.analyzers import AnalyzeConfig, analyze
+from workers.events import EventTable, make_dev
+
+
+def test_analyze_layout_and_json() -> None:
+    """Every device gets name, stage, events, seek and sizes; the dict is JSON."""
+    t = EventTable.concat([stream([0, 8, 16], 8), stream([100], 8, dev=make_dev(8, 16),
+                                                         action="Q")])
+    res = json.loads(json.dumps(analyze(t, summaries={"iostat": [{"Device": "sda"}]})))
+    assert res["version"] == 1
+    assert set(res["devices"]) == {"8,0", "8,16"}
+    d = res["devices"]["8,0"]
+    assert d["stage"] == "D" and d["events"] == 3 and d["seek"]["zero_cnt"] == 2
+    assert d["sizes"]["count"] == 3
+    q = res["devices"]["8,16"]
+    assert q["stage"] == "Q" and q["fallback"] and "no D events" in q["stage_note"]
+    assert res["summaries"]["iostat"][0]["Device"] == "sda"
+
+
+def test_analyze_device_filter_and_stage() -> None:
+    """config.devices restricts devices; config.stage picks the stage."""
+    t = EventTable.concat([stream([0, 8], 8), stream([0, 8], 8, action="Q")])
+    res = analyze(t, config=AnalyzeConfig(stage="Q", devices=("8,0",)))
+    assert res["devices"]["8,0"]["stage"] == "Q"
+    assert analyze(t, config=AnalyzeConfig(devices=("8,16",)))["devices"] == {}
+    with pytest.raises(ValueError):
+        AnalyzeConfig(stage="Z")
+
+
+def test_analyze_empty_table() -> None:
+    """An empty table gives no devices and no error."""
+    res = analyze(EventTable.empty())
+    assert res["devices"] == {} and res["events"] == 0

@@ -1,0 +1,140 @@
+"""Helpers shared by the analyzers: picking one stage of one device, in issue order.
+
+Every analyzer looks at one stage per device (architecture.md): D by default, falling back to I,
+G, then Q when a device has no D events, and it says which stage it used so a reviewer never
+compares a D-stage histogram with a Q-stage one without knowing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from workers.events import ACTION_CODES, STAGE_FALLBACK, EventTable, dev_str
+
+#: Stages a caller may ask for explicitly (C is allowed: a completion stream has sectors too).
+SELECTABLE_STAGES: tuple[str, ...] = ("Q", "G", "I", "D", "C")
+
+SECTOR_BYTES = 512
+
+
+@dataclass(frozen=True)
+class StageRows:
+    """The rows of one device at one stage, ordered by time (stable), data-bearing only.
+
+    Attributes:
+        dev: the device number (kernel dev_t).
+        stage: the stage letter used, or None when the device has none of the candidates.
+        requested: the stage the caller asked for (None: default D with fallback).
+        fallback: True when the default D was not available and another stage was used.
+        rows: row indices into the table, in time order (ties keep table order).
+        zero_length: events at that stage with nr_sectors == 0 (flushes), left out of ``rows``.
+    """
+
+    dev: int
+    stage: str | None
+    requested: str | None
+    fallback: bool
+    rows: npt.NDArray[np.intp]
+    zero_length: int
+
+    @property
+    def dev_name(self) -> str:
+        return dev_str(self.dev)
+
+    def describe(self) -> str:
+        """Human note on the stage, e.g. ``"stage D"`` or ``"stage G (no D events)"``."""
+        if self.stage is None:
+            return "no Q/G/I/D events" if self.requested is None else f"no {self.requested} events"
+        if self.fallback:
+            return f"stage {self.stage} (no D events)"
+        return f"stage {self.stage}"
+
+
+def time_order(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """``rows`` reordered by time, stable, so unsorted or merged input is still in issue order.
+
+    Tables without timestamps (``time_known`` False) keep their row order: that order is the
+    only issue order known.
+    """
+    if len(rows) < 2 or not table.time_known:
+        return rows
+    t = table.time_ns[rows]
+    if bool(np.all(t[1:] >= t[:-1])):
+        return rows
+    return rows[np.argsort(t, kind="stable")]
+
+
+def stage_rows(table: EventTable, dev: int, stage: str | None = None, *,
+               keep_zero_length: bool = False) -> StageRows:
+    """Rows of ``dev`` at ``stage`` (None: D, else I, G, Q), time-ordered.
+
+    Args:
+        table: the events.
+        dev: kernel dev_t of the device.
+        stage: one of :data:`SELECTABLE_STAGES`, or None for the default fallback.
+        keep_zero_length: keep requests of 0 sectors (flushes); analyzers of positions and
+            sizes drop them because a bare flush has no position (blkparse prints no sector).
+
+    Raises:
+        ValueError: for a stage letter that is not selectable.
+    """
+    if stage is not None and stage not in SELECTABLE_STAGES:
+        raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(SELECTABLE_STAGES)}")
+    on_dev = table.dev == dev
+    candidates = (stage,) if stage else STAGE_FALLBACK
+    used: str | None = None
+    rows = np.empty(0, dtype=np.intp)
+    for letter in candidates:
+        r = np.flatnonzero(on_dev & (table.action == ACTION_CODES[letter]))
+        if len(r):
+            used, rows = letter, r
+            break
+    if used is None and stage is not None:
+        used = stage
+    zero = 0
+    if len(rows) and not keep_zero_length:
+        nz = table.nr_sectors[rows] > 0
+        zero = int(len(rows) - int(np.count_nonzero(nz)))
+        rows = rows[nz]
+    rows = time_order(table, rows)
+    fallback = stage is None and used is not None and used != "D"
+    return StageRows(dev=dev, stage=used, requested=stage, fallback=fallback, rows=rows,
+                     zero_length=zero)
+
+
+def percentiles(values: npt.NDArray[Any], qs: tuple[float, ...]) -> dict[str, float]:
+    """``{"p50": v, ...}`` using observed values (``inverted_cdf``), empty input -> {}."""
+    if len(values) == 0:
+        return {}
+    res = np.percentile(np.asarray(values, dtype=np.float64), list(qs), method="inverted_cdf")
+    return {_pkey(q): float(v) for q, v in zip(qs, np.atleast_1d(res))}
+
+
+def _pkey(q: float) -> str:
+    return f"p{q:g}".replace(".", "_")
+
+
+def log2_bucket(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Bucket index of non-negative integers: 0 for 0, else bit length (1 -> 1, 2..3 -> 2, ...).
+
+    Vectorized bit length without floating point, so values up to 2**63 bucket exactly.
+    """
+    v = np.asarray(values, dtype=np.int64)
+    if len(v) == 0:
+        return np.zeros(0, dtype=np.int64)
+    if int(v.max()) < (1 << 53):
+        # float64 holds these exactly, and frexp's exponent is the bit length.
+        return np.frexp(v.astype(np.float64))[1].astype(np.int64)
+    v = v.copy()
+    k = np.zeros(len(v), dtype=np.int64)
+    while True:
+        nz = v > 0
+        if not nz.any():
+            break
+        k += nz
+        v >>= 1
+    return k
