@@ -1,0 +1,49 @@
+"""Kernel presets chosen from full version strings."""
+
+import pytest
+
+from workers.errors import ModelConfigError
+from workers.model.presets import NAMED, parse_kernel_version, preset_for_kernel
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("6.1.0-57-amd64", (6, 1, 192)),
+    ("7.2.13+deb14-amd64", (7, 2, 13)),
+    ("v6.18-rc3", (6, 18, 0)),
+    ("Linux vm 6.1.0-57-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.192-1 (2026) x86_64",
+     (6, 1, 192)),
+    ("6.12.25", (6, 12, 25)),
+])
+def test_parse_kernel_version(text, expected):
+    """uname -r / uname -a / plain spellings all parse."""
+    assert parse_kernel_version(text) == expected
+
+
+def test_unparseable_version_raises():
+    """A string without a version is a typed error."""
+    with pytest.raises(ModelConfigError):
+        preset_for_kernel("not a kernel")
+
+
+def test_named_presets_exist_and_differ_where_the_kernels_differ():
+    """All required presets build; the seed switches flip at the documented versions."""
+    presets = {v: preset_for_kernel(v) for v in NAMED}
+    assert set(presets) >= {"4.9", "5.15", "6.1", "6.6", "6.12", "6.17", "6.18", "7.2"}
+    assert presets["6.17"].split_remainder == "tail"
+    assert presets["6.18"].split_remainder == "head"
+    assert presets["5.15"].plug_order == "fifo_sorted" and presets["5.15"].max_plug_count == 16
+    assert presets["6.1"].plug_order == "lifo" and presets["6.1"].sbitmap_wakeup == "per_queue"
+    assert presets["6.6"].sbitmap_wakeup == "global"
+    assert presets["4.9"].raid0_discard == "per_chunk"
+    assert presets["6.1"].max_sectors_cap_kb == 1280 and presets["7.2"].max_sectors_cap_kb == 4096
+    assert presets["7.2"].md_io_opt_align == "on" and presets["6.18"].md_io_opt_align == "off"
+
+
+def test_backport_and_newer_than_newest():
+    """6.12.25 has the FIFO plug backport; a far-future kernel takes the newest preset."""
+    assert preset_for_kernel("6.12.24").plug_order == "lifo"
+    assert preset_for_kernel("6.12.25").plug_order == "fifo"
+    far = preset_for_kernel("9.9.9")
+    newest = preset_for_kernel("7.2")
+    assert far.to_spec() == newest.to_spec()
+    assert preset_for_kernel("6.1.0-57-amd64").name == "linux-6.1.192"

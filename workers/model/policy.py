@@ -1,0 +1,194 @@
+"""The replay model's policy: one switch per kernel behaviour a seed patch changes.
+
+Field names and values are fixed by kernel-model.md section 7 and are spelled the same in code,
+manifests, the CLI (``--policy split_remainder=head,plug_order=fifo``) and the API. A kernel
+preset (:mod:`workers.model.presets`) sets every field as that kernel behaves.
+
+Two fields are additions of this model, documented in docs/model.md: ``dio_bio_limit`` (does a
+direct-I/O bio end after 256 bvecs, as multipage bvecs allow since v5.1, or after 256 pages, as
+before 5.1 and as the 7.2 capture shows) and ``name`` (the preset label, informational).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from workers.errors import ModelConfigError
+
+#: Allowed values of every enumerated field (``bio_build`` also takes ``align:<bytes>``).
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "split_remainder": ("tail", "head"),
+    "split_nomerge": ("set", "cleared_by_md"),
+    "raid0_discard": ("per_chunk", "per_member"),
+    "plug_order": ("fifo_sorted", "lifo", "fifo"),
+    "plug_merge_candidate": ("scan", "newest", "oldest"),
+    "plug_flush_check": ("newest", "oldest"),
+    "max_plug_count": (16, 32),
+    "sbitmap_wakeup": ("per_queue", "global"),
+    "tag_preempt": ("always", "seed003"),
+    "flags_on_resubmit": ("reset", "preserve"),
+    "max_sectors_cap_kb": (1280, 4096),
+    "md_io_opt_align": ("off", "on"),
+    "dio_bio_limit": ("vecs", "pages"),
+}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Every behavioural switch of the model (kernel-model.md section 7).
+
+    Attributes:
+        split_remainder: where ``bio_submit_split`` puts the remainder on
+            ``current->bio_list[0]``: ``tail`` (bio_list_add) or ``head`` (v6.18
+            b2f5974079d8, ``bio_list_add_head``).
+        split_nomerge: ``set``: split fronts keep REQ_NOMERGE down the stack; ``cleared_by_md``:
+            ``md_submit_bio`` clears it ("bio could be mergeable after passing to underlayer").
+        raid0_discard: ``per_chunk`` (discards split per chunk like other bios, before
+            ``raid0_handle_discard``) or ``per_member`` (one bio per member).
+        bio_build: direct-I/O bio filling: ``uncapped``, ``cap_max_sectors`` (Ed Tsai's patch:
+            stop the bio at a multiple of max_sectors) or ``align:<bytes>`` (Ming Lei's).
+        plug_order: ``fifo_sorted`` (<= 5.15, list sorted at flush), ``lifo`` (5.16-6.12.24,
+            rq_list_add at the head and direct issue pops the head) or ``fifo`` (6.13+).
+        plug_merge_candidate: which plugged request ``blk_attempt_plug_merge`` tries.
+        plug_flush_check: which request the 128K check of ``blk_add_rq_to_plug`` measures.
+        max_plug_count: BLK_MAX_REQUEST_COUNT.
+        sbitmap_wakeup: ``per_queue`` wait_cnt (<= 6.1) or ``global`` completion counter.
+        tag_preempt: ``always`` or ``seed003`` (the seed 003 series).
+        flags_on_resubmit: a stacked driver (bcache) ``reset``s or ``preserve``s op flags.
+        max_sectors_cap_kb: BLK_DEF_MAX_SECTORS_CAP in KiB.
+        md_io_opt_align: md sets chunk_sectors to the stripe width (seen on 7.2).
+        dio_bio_limit: ``vecs`` (256 multipage bvecs) or ``pages`` (256 pages = 1 MiB).
+        name: the preset label this policy came from (not a behaviour).
+    """
+
+    split_remainder: str = "head"
+    split_nomerge: str = "cleared_by_md"
+    raid0_discard: str = "per_member"
+    bio_build: str = "uncapped"
+    plug_order: str = "fifo"
+    plug_merge_candidate: str = "newest"
+    plug_flush_check: str = "oldest"
+    max_plug_count: int = 32
+    sbitmap_wakeup: str = "global"
+    tag_preempt: str = "always"
+    flags_on_resubmit: str = "preserve"
+    max_sectors_cap_kb: int = 4096
+    md_io_opt_align: str = "off"
+    dio_bio_limit: str = "vecs"
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "name":
+                if not isinstance(value, str):
+                    raise ModelConfigError("policy name must be a string")
+            elif f.name == "bio_build":
+                _check_bio_build(value)
+            elif value not in CHOICES[f.name] or isinstance(value, bool):
+                allowed = " | ".join(str(c) for c in CHOICES[f.name])
+                raise ModelConfigError(f"policy {f.name}={value!r}: expected {allowed}")
+
+    # --- derived -------------------------------------------------------------------------
+    @property
+    def bio_align_bytes(self) -> int:
+        """The N of ``bio_build=align:N`` (0 otherwise)."""
+        if self.bio_build.startswith("align:"):
+            return _parse_size(self.bio_build[6:])
+        return 0
+
+    # --- construction ---------------------------------------------------------------------
+    def with_overrides(self, spec: str | Mapping[str, Any] | None) -> Policy:
+        """A copy with fields changed by ``"k=v,k=v"`` (or a mapping).
+
+        Raises:
+            ModelConfigError: unknown field, malformed item or a value outside the choices.
+        """
+        if not spec:
+            return self
+        items: dict[str, Any] = {}
+        if isinstance(spec, Mapping):
+            items = {str(k).strip(): v for k, v in spec.items()}
+        else:
+            for part in str(spec).split(","):
+                part = part.strip()
+                if not part:
+                    continue
+                if "=" not in part:
+                    raise ModelConfigError(f"policy override {part!r} is not key=value")
+                key, _, value = part.partition("=")
+                items[key.strip()] = value.strip()
+        changes: dict[str, Any] = {}
+        for key, value in items.items():
+            if key not in _FIELDS or key == "name":
+                raise ModelConfigError(
+                    f"unknown policy field {key!r}; known: {', '.join(sorted(CHOICES) + ['bio_build'])}")
+            changes[key] = _coerce(key, value)
+        name = self.name if self.name.endswith("+overrides") else f"{self.name}+overrides"
+        return dataclasses.replace(self, **changes, name=name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Policy:
+        unknown = set(data) - _FIELDS
+        if unknown:
+            raise ModelConfigError(f"unknown policy fields: {sorted(unknown)}")
+        return cls(**{k: _coerce(k, v) if k != "name" else v for k, v in data.items()})
+
+    def to_spec(self) -> str:
+        """``k=v,k=v`` of every behaviour field (round-trips through :meth:`with_overrides`)."""
+        return ",".join(f"{k}={v}" for k, v in self.to_dict().items() if k != "name")
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(Policy))
+_INT_FIELDS = frozenset({"max_plug_count", "max_sectors_cap_kb"})
+
+
+def _coerce(key: str, value: Any) -> Any:
+    if key in _INT_FIELDS and not isinstance(value, int):
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            raise ModelConfigError(f"policy {key}={value!r}: expected a number") from None
+    if key == "bio_build":
+        return str(value).strip()
+    return value if isinstance(value, int) else str(value).strip()
+
+
+def _check_bio_build(value: Any) -> None:
+    if not isinstance(value, str):
+        raise ModelConfigError(f"policy bio_build={value!r}: expected a string")
+    if value in ("uncapped", "cap_max_sectors"):
+        return
+    if value.startswith("align:"):
+        n = _parse_size(value[6:])
+        if n <= 0 or n % 512:
+            raise ModelConfigError(f"policy bio_build={value}: N must be a positive multiple "
+                                   "of 512 bytes")
+        return
+    raise ModelConfigError(f"policy bio_build={value!r}: expected uncapped | cap_max_sectors | "
+                           "align:<bytes>")
+
+
+def _parse_size(text: str) -> int:
+    """``262144``, ``256k``, ``1m`` -> bytes (ModelConfigError otherwise)."""
+    t = text.strip().lower()
+    mult = 1
+    for suffix, m in (("kib", 1024), ("kb", 1024), ("k", 1024), ("mib", 1 << 20),
+                      ("mb", 1 << 20), ("m", 1 << 20), ("gib", 1 << 30), ("g", 1 << 30)):
+        if t.endswith(suffix):
+            t = t[: -len(suffix)]
+            mult = m
+            break
+    try:
+        return int(t) * mult
+    except ValueError:
+        raise ModelConfigError(f"bad size {text!r}") from None
+
+
+parse_size = _parse_size

@@ -1,0 +1,111 @@
+"""Kernel presets: every policy field as a given kernel behaves (kernel-model.md section 7).
+
+A preset is chosen from the **full** version, because stable backports change behaviour inside
+a series (the FIFO plug list arrived in 6.12.25). ``preset_for_kernel`` accepts what a bundle
+carries: ``uname -r`` ("6.1.0-57-amd64", "7.2.13+deb14-amd64"), ``uname -a`` (which names the
+Debian package version, "Debian 6.1.192-1"), plain versions ("6.18", "v6.18-rc3").
+
+The table is a list of change points, each the first version with a behaviour; a version takes
+every change point at or below it. Versions newer than the newest known take the newest.
+Change points marked *inferred* in kernel-model.md are marked so here and in docs/model.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from workers.errors import ModelConfigError
+from workers.model.policy import Policy
+
+Version = tuple[int, int, int]
+
+#: Debian ABI names that hide the stable version: (major, minor, abi) -> sublevel.
+#: "6.1.0-57-amd64" is 6.1.192 (kernel-model.md section 7; the samples' uname.txt).
+DEBIAN_ABI: dict[tuple[int, int, int], int] = {
+    (6, 1, 57): 192,
+}
+
+#: Change points: (first version, changes, source). Applied in order on top of the oldest.
+CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
+    ((4, 9, 0), dict(split_remainder="tail", split_nomerge="cleared_by_md",
+                     raid0_discard="per_chunk", bio_build="uncapped", plug_order="fifo_sorted",
+                     plug_merge_candidate="scan", plug_flush_check="newest", max_plug_count=16,
+                     sbitmap_wakeup="per_queue", tag_preempt="always", flags_on_resubmit="reset",
+                     max_sectors_cap_kb=1280, md_io_opt_align="off", dio_bio_limit="pages"),
+     "baseline: v4.6 'MD: make bio mergeable' (seed 002) is in; no multipage bvecs"),
+    ((4, 12, 0), dict(raid0_discard="per_member"), "raid0_handle_discard (about 4.12)"),
+    ((5, 1, 0), dict(dio_bio_limit="vecs"), "07173c3ec276 block: enable multipage bvecs"),
+    ((5, 12, 0), dict(flags_on_resubmit="preserve"),
+     "bcache: dont reset bio opf in bch_data_insert_start (inferred 5.11/5.12)"),
+    ((5, 16, 0), dict(plug_order="lifo", plug_merge_candidate="newest",
+                      plug_flush_check="newest", max_plug_count=32),
+     "bc490f81731e singly linked plug list; ba0ffdd8ce48 plug count 32"),
+    ((6, 2, 0), dict(sbitmap_wakeup="global"), "4f8126bb2308 sbitmap single wakeup counter"),
+    ((6, 12, 25), dict(plug_order="fifo", plug_merge_candidate="oldest",
+                       plug_flush_check="oldest"),
+     "e70c301faece backported to 6.12.25 (merge looks at the head = oldest)"),
+    ((6, 16, 0), dict(plug_merge_candidate="newest"),
+     "block: use plug request list tail for one-shot backmerge attempt (inferred 6.16)"),
+    ((6, 17, 0), dict(max_sectors_cap_kb=4096),
+     "9b8b84879d4a BLK_DEF_MAX_SECTORS_CAP 4096 KiB (7.2 capture: 4096)"),
+    ((6, 18, 0), dict(split_remainder="head", dio_bio_limit="pages"),
+     "b2f5974079d8 split bios at the head (observed 6.18.15); dio bio build 1 MiB (inferred, "
+     "observed 7.2.13)"),
+    ((7, 0, 0), dict(md_io_opt_align="on"), "md: align bio to io_opt (inferred 7.0; seen 7.2.13)"),
+)
+
+#: Named presets required by the issue; each label is the version it stands for.
+NAMED: tuple[str, ...] = ("4.9", "5.15", "6.1", "6.6", "6.12", "6.17", "6.18", "7.2")
+
+
+def parse_kernel_version(text: str) -> Version:
+    """(major, minor, sublevel) from any common spelling of a kernel version.
+
+    Raises:
+        ModelConfigError: no version number in ``text``.
+    """
+    s = str(text).strip()
+    m = re.search(r"Debian\s+(\d+)\.(\d+)\.(\d+)", s)
+    if m:
+        return int(m.group(1)), int(m.group(2)), int(m.group(3))
+    m = re.search(r"(?<![\d.])v?(\d+)\.(\d+)(?:\.(\d+))?(?:-(\d+))?", s)
+    if not m:
+        raise ModelConfigError(f"cannot read a kernel version from {text!r}")
+    major, minor = int(m.group(1)), int(m.group(2))
+    sub = int(m.group(3)) if m.group(3) is not None else 0
+    abi = m.group(4)
+    if sub == 0 and abi is not None and m.group(3) is not None:
+        # Debian ABI spelling "6.1.0-57-amd64": the stable sublevel is not in the string.
+        sub = DEBIAN_ABI.get((major, minor, int(abi)), 0)
+    return major, minor, sub
+
+
+def preset_for_version(version: Version) -> Policy:
+    """The policy of a parsed version (every change point at or below it)."""
+    fields: dict[str, Any] = {}
+    for first, changes, _source in CHANGES:
+        if version >= first or first == CHANGES[0][0]:
+            fields.update(changes)
+    label = ".".join(str(v) for v in version)
+    return Policy(**fields, name=f"linux-{label}")
+
+
+def preset_for_kernel(version: str) -> Policy:
+    """The kernel preset for a full version string (see the module docstring).
+
+    Raises:
+        ModelConfigError: the string holds no version.
+    """
+    return preset_for_version(parse_kernel_version(version))
+
+
+def preset_names() -> list[str]:
+    return list(NAMED)
+
+
+def describe(policy: Policy) -> dict[str, Any]:
+    """Policy fields plus the preset name, for reports."""
+    data = dataclasses.asdict(policy)
+    return data
