@@ -1,0 +1,235 @@
+"""Bundle manifest: ``blkreview.toml``, or raw ``/sys/block/*/queue/*`` values and /proc/mdstat.
+
+The replay model needs the kernel version, the device stack and each device's queue limits; the
+bpftrace/biosnoop parsers need disk name -> ``major,minor``. A bundle states them in
+``blkreview.toml`` (layout in architecture.md, "Bundle manifest"; an optional ``[devices]``
+table maps names such as ``ublkb0 = "259,0"``), or carries what the machine printed:
+
+* ``queue_limits.txt`` style: ``## /sys/block/vda/queue`` headers then ``vda attr value`` lines;
+* ``grep . /sys/block/*/queue/*`` style: ``/sys/block/vda/queue/max_sectors_kb:1280``;
+* archive members ``.../block/<name>/queue/<attr>`` (one value per file) and
+  ``.../block/<name>/dev`` (``254:0``);
+* ``/proc/mdstat`` (md arrays: level, members in raid-disk order, chunk size, algorithm).
+
+Without any of them, nothing is invented: limits stay empty and devices keep their numbers.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workers.errors import ParseError
+from workers.events import DeviceInfo, dev_str, parse_dev
+from workers.traces._textio import open_lines
+
+_DEV_TEXT_RE = re.compile(r"^\s*(\d+)\s*[,:]\s*(\d+)\s*$")
+_SYSFS_HDR_RE = re.compile(r"^## /sys/block/([^/\s]+)/queue\s*$")
+_SYSFS_GREP_RE = re.compile(r"^/sys/block/([^/\s]+)/queue/([\w.-]+):(.*)$")
+_MD_LINE_RE = re.compile(r"^(md\w+)\s*:\s*(\w+)\s+(?:\(\w+\)\s+)?(\w+)\s+(.*)$")
+_MD_MEMBER_RE = re.compile(r"([\w-]+)\[(\d+)\](?:\((\w)\))?")
+_MAX_MANIFEST_BYTES = 1 << 20
+
+
+def _value(text: str) -> int | str:
+    text = text.strip()
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    return text
+
+
+@dataclass
+class Manifest:
+    """What a bundle says about its machine. All fields optional."""
+
+    kernel: str | None = None
+    role: str | None = None
+    workload: dict[str, Any] = field(default_factory=dict)
+    stack: dict[str, Any] = field(default_factory=dict)
+    #: queue limits keyed by ``"maj,min"`` (or by device name until the number is known)
+    limits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: device name -> ``"maj,min"``
+    devices: dict[str, str] = field(default_factory=dict)
+    #: md arrays from /proc/mdstat
+    md: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    def dev_for_name(self, name: str) -> int | None:
+        """The dev_t of a disk name (``ublkb0``), if the manifest maps it."""
+        text = self.devices.get(name)
+        return parse_dev(text) if text else None
+
+    def limits_for(self, dev: int, name: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if name and name in self.limits:
+            out.update(self.limits[name])
+        out.update(self.limits.get(dev_str(dev), {}))
+        return out
+
+    def device_infos(self, dev_ids: Iterable[int],
+                     known: Mapping[int, DeviceInfo]) -> dict[int, DeviceInfo]:
+        """DeviceInfo for every device id, with names and limits merged in."""
+        names_by_dev = {v: k for k, v in self.devices.items()}
+        out: dict[int, DeviceInfo] = {}
+        ids = set(dev_ids) | {parse_dev(v) for v in self.devices.values()}
+        for key in self.limits:
+            if _DEV_TEXT_RE.match(key):
+                ids.add(parse_dev(key))
+        for dev in sorted(ids):
+            old = known.get(dev)
+            name = (old.name if old and old.name else "") or names_by_dev.get(dev_str(dev), "")
+            limits = dict(old.limits) if old else {}
+            limits.update(self.limits_for(dev, name))
+            out[dev] = DeviceInfo(dev=dev, name=name, limits=limits)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "role": self.role, "workload": self.workload,
+                "stack": self.stack, "limits": self.limits, "devices": self.devices,
+                "md": self.md, "sources": self.sources}
+
+
+def _read_text(path: Path, name: str) -> str:
+    size = path.stat().st_size
+    if size > _MAX_MANIFEST_BYTES:
+        raise ParseError(name, f"manifest file too large ({size} bytes)")
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def load_toml_manifest(path: Path, name: str, into: Manifest | None = None) -> Manifest:
+    """Read ``blkreview.toml``.
+
+    Raises:
+        ParseError: invalid TOML (with the line tomllib reports) or wrong value types.
+    """
+    m = into or Manifest()
+    try:
+        data = tomllib.loads(_read_text(path, name))
+    except tomllib.TOMLDecodeError as exc:
+        line = None
+        mo = re.search(r"line (\d+)", str(exc))
+        if mo:
+            line = int(mo.group(1))
+        raise ParseError(name, f"invalid TOML: {exc}", line=line) from None
+    if "kernel" in data:
+        m.kernel = str(data["kernel"])
+    if "role" in data:
+        role = str(data["role"])
+        if role not in ("baseline", "patched"):
+            raise ParseError(name, f"role must be 'baseline' or 'patched', not {role!r}")
+        m.role = role
+    for key in ("workload", "stack"):
+        if key in data:
+            if not isinstance(data[key], dict):
+                raise ParseError(name, f"[{key}] must be a table")
+            getattr(m, key).update(data[key])
+    limits = data.get("limits", {})
+    if not isinstance(limits, dict):
+        raise ParseError(name, "[limits] must be a table of tables")
+    for dev, values in limits.items():
+        if not isinstance(values, dict):
+            raise ParseError(name, f"[limits.\"{dev}\"] must be a table")
+        key = _dev_key(dev, name)
+        m.limits.setdefault(key, {}).update(values)
+    devices = data.get("devices", {})
+    if not isinstance(devices, dict):
+        raise ParseError(name, "[devices] must map names to \"major,minor\"")
+    for dname, dev in devices.items():
+        m.devices[str(dname)] = _dev_key(str(dev), name)
+    m.sources.append(name)
+    return m
+
+
+def _dev_key(text: str, name: str) -> str:
+    mo = _DEV_TEXT_RE.match(text)
+    if mo:
+        return f"{int(mo.group(1))},{int(mo.group(2))}"
+    if re.fullmatch(r"[\w.-]+", text):
+        return text  # a device name; resolved through [devices] or sysfs dev files
+    raise ParseError(name, f"bad device {text!r} (expected \"major,minor\" or a name)")
+
+
+def load_sysfs(path: Path, name: str, into: Manifest) -> Manifest:
+    """Read queue limits from one of the sysfs dump layouts (see the module docstring)."""
+    parts = path.parts
+    if len(parts) >= 3 and parts[-2] == "queue" and "block" in parts:
+        dname = parts[-3]
+        into.limits.setdefault(dname, {})[parts[-1]] = _value(_read_text(path, name))
+        into.sources.append(name)
+        return into
+    if len(parts) >= 2 and parts[-1] == "dev" and "block" in parts:
+        mo = _DEV_TEXT_RE.match(_read_text(path, name))
+        if not mo:
+            raise ParseError(name, "sysfs dev file must hold major:minor", line=1)
+        into.devices[parts[-2]] = f"{int(mo.group(1))},{int(mo.group(2))}"
+        return into
+    current: str | None = None
+    for lineno, line in open_lines(path, name):
+        if not line.strip():
+            continue
+        mo = _SYSFS_HDR_RE.match(line)
+        if mo:
+            current = mo.group(1)
+            continue
+        mo = _SYSFS_GREP_RE.match(line)
+        if mo:
+            into.limits.setdefault(mo.group(1), {})[mo.group(2)] = _value(mo.group(3))
+            continue
+        if current is not None:
+            bits = line.split(None, 2)
+            if len(bits) >= 2 and bits[0] == current:
+                into.limits.setdefault(current, {})[bits[1]] = _value(
+                    bits[2] if len(bits) > 2 else "")
+                continue
+        raise ParseError(name, f"unexpected line in queue limits dump: {line[:80]!r}",
+                         line=lineno)
+    into.sources.append(name)
+    return into
+
+
+def load_mdstat(path: Path, name: str, into: Manifest) -> Manifest:
+    """Read md arrays from /proc/mdstat (``md_seq_show`` in drivers/md/md.c)."""
+    arrays: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for _lineno, line in open_lines(path, name):
+        mo = _MD_LINE_RE.match(line)
+        if mo:
+            members = sorted(((int(r), d, f or "") for d, r, f in _MD_MEMBER_RE.findall(
+                mo.group(4))), key=lambda t: t[0])
+            current = {"name": mo.group(1), "state": mo.group(2), "level": mo.group(3),
+                       "members": [d for _, d, f in members if f not in ("S", "F")],
+                       "spares": [d for _, d, f in members if f == "S"],
+                       "failed": [d for _, d, f in members if f == "F"]}
+            arrays.append(current)
+            continue
+        if current is not None:
+            ck = re.search(r"(\d+)k chunks?", line)
+            if ck:
+                current["chunk_kb"] = int(ck.group(1))
+            al = re.search(r"algorithm (\d+)", line)
+            if al:
+                current["algorithm"] = int(al.group(1))
+    into.md.extend(arrays)
+    into.sources.append(name)
+    return into
+
+
+def build_manifest(files: Iterable[tuple[Path, str, str]]) -> Manifest:
+    """Combine every manifest-like file of a bundle; names are resolved to devices last."""
+    m = Manifest()
+    for path, name, fmt in files:
+        if fmt == "manifest":
+            load_toml_manifest(path, name, m)
+        elif fmt == "sysfs-queue":
+            load_sysfs(path, name, m)
+        elif fmt == "mdstat":
+            load_mdstat(path, name, m)
+    # limits recorded by name move to "maj,min" when the name is mapped
+    for dname in list(m.limits):
+        if dname in m.devices:
+            m.limits.setdefault(m.devices[dname], {}).update(m.limits.pop(dname))
+    return m
