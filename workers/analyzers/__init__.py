@@ -22,9 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from workers.analyzers.common import SELECTABLE_STAGES, stage_rows
+from workers.analyzers.common import SELECTABLE_STAGES, StageMatcher, stage_rows
+from workers.analyzers.fragmentation import fragmentation
+from workers.analyzers.latency import latencies
+from workers.analyzers.lba import lba_scatter
+from workers.analyzers.ordering import ordering, remap_order
 from workers.analyzers.seek import SeekHistogram, seek_for_rows, seek_histogram
 from workers.analyzers.sizes import DEFAULT_PERCENTILES, size_stats
+from workers.analyzers.throughput import (
+    IOSTAT_COLUMNS,
+    iostat_row,
+    mean_rows,
+    nice_bin_ns,
+    time_series,
+)
 from workers.events import ACTION_LETTERS, EventTable, dev_str, parse_dev
 
 RESULTS_VERSION = 1
@@ -68,10 +79,26 @@ def _action_counts(table: EventTable, dev: int) -> dict[str, int]:
     return {ACTION_LETTERS.get(int(c), str(int(c))): int(n) for c, n in zip(codes, counts)}
 
 
-def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Context:
+    """What every device's analysis shares: the matcher, the interval and the time bins."""
+
+    matcher: StageMatcher
+    t0: int
+    interval_ns: int
+    bin_ns: int
+    nbins: int
+
+
+def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
+                   ctx: _Context) -> dict[str, Any]:
     """All sections for one device."""
     sr = stage_rows(table, dev, config.stage)
-    out: dict[str, Any] = {
+    series = time_series(table, dev, sr.rows, ctx.t0, ctx.bin_ns, ctx.nbins)
+    series["iostat"] = iostat_row(table, dev, ctx.matcher, ctx.interval_ns)
+    series["mb_per_s"] = series["total_mb"] / (ctx.interval_ns / 1e9) if ctx.interval_ns else 0.0
+    series["iops"] = series["total_ios"] / (ctx.interval_ns / 1e9) if ctx.interval_ns else 0.0
+    return {
         "name": table.device_name(dev),
         "stage": sr.stage,
         "stage_note": sr.describe(),
@@ -81,8 +108,13 @@ def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig) -> dict[s
         "actions": _action_counts(table, dev),
         "seek": seek_for_rows(table, sr).to_json(),
         "sizes": size_stats(table, sr, qs=config.percentiles).to_json(),
+        "fragmentation": fragmentation(table, sr, max_sectors=config.max_sectors,
+                                       chunk_sectors=config.chunk_sectors),
+        "throughput": series,
+        "latency": latencies(table, dev, ctx.matcher, config.percentiles),
+        "ordering": ordering(table, sr, first_n=config.first_n),
+        "lba": lba_scatter(table, sr, ctx.t0, max_points=config.lba_max_points),
     }
-    return out
 
 
 def analyze(table: EventTable, *, config: AnalyzeConfig | None = None,
@@ -104,14 +136,32 @@ def analyze(table: EventTable, *, config: AnalyzeConfig | None = None,
         wanted = {parse_dev(d) for d in config.devices}
         devs = [d for d in devs if d in wanted]
     t = table.time_ns
-    span = int(t.max() - t.min()) if len(t) and table.time_known else 0
-    devices = {dev_str(d): analyze_device(table, d, config) for d in devs}
+    if len(t) and table.time_known:
+        t0, t1 = int(t.min()), int(t.max())
+    else:
+        t0, t1 = 0, max(len(t) - 1, 0)
+    span = t1 - t0
+    bin_ns = nice_bin_ns(span, config.time_bins)
+    nbins = max(1, -(-span // bin_ns) if span else 1)
+    if span and span % bin_ns == 0:
+        nbins += 1  # the last event sits exactly on the end edge
+    ctx = _Context(StageMatcher(table), t0, span, bin_ns, nbins)
+    devices = {dev_str(d): analyze_device(table, d, config, ctx) for d in devs}
+    remaps = remap_order(table, first_n=config.first_n)
+    rows = {k: v["throughput"]["iostat"] for k, v in devices.items()}
+    names = {k: v["name"] for k, v in devices.items()}
     return {
         "version": RESULTS_VERSION,
         "events": len(table),
         "time_known": table.time_known,
+        "t0_ns": t0,
         "span_ns": span,
+        "bin_ns": bin_ns,
+        "nbins": nbins,
         "stage_requested": config.stage,
         "devices": devices,
+        "iostat": {"columns": list(IOSTAT_COLUMNS), "rows": rows,
+                   "groups": mean_rows(rows, names, exclude=tuple(remaps))},
+        "remaps": remaps,
         "summaries": dict(summaries or {}),
     }

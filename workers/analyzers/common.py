@@ -138,3 +138,71 @@ def log2_bucket(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         k += nz
         v >>= 1
     return k
+
+
+# --- matching events of one request across stages ---------------------------------------------
+MATCH_STAGES: tuple[str, ...] = ("Q", "G", "I", "D", "C")
+
+
+class StageMatcher:
+    """Pairs events of the same request across stages by (device, sector), btt-style.
+
+    btt follows one request through Q, G, I, D and C by its device and start sector. Here all
+    Q/G/I/D/C rows with data are put once in (device, sector) order, time order inside a key
+    (a stable sort of a packed key over time-ordered rows), and for every event of stage B the
+    nearest earlier event of stage A with the same key is found by a running maximum of
+    positions; each A is paired with the first B after it only. Bios merged into a request
+    (M/F) keep their own start sector and so pair with nothing later, as in btt where they are
+    accounted through M2D instead.
+
+    One instance serves all devices and all stage pairs of a table, so the sort is paid once.
+    """
+
+    def __init__(self, table: EventTable) -> None:
+        codes = np.array([ACTION_CODES[s] for s in MATCH_STAGES], dtype=np.uint8)
+        sel = np.flatnonzero(np.isin(table.action, codes) & (table.nr_sectors > 0))
+        sel = time_order(table, sel)
+        self._table = table
+        devs, dev_idx = np.unique(table.dev[sel], return_inverse=True)
+        key = (dev_idx.astype(np.uint64) << np.uint64(56)) | (
+            table.sector[sel] & np.uint64((1 << 56) - 1))
+        order = np.argsort(key, kind="stable")
+        self.rows = sel[order]  # table rows in (dev, sector, time) order
+        skey = key[order]
+        pos = np.arange(len(skey), dtype=np.int64)
+        new = np.ones(len(skey), dtype=bool)
+        if len(skey) > 1:
+            new[1:] = skey[1:] != skey[:-1]
+        self._group_start = np.maximum.accumulate(np.where(new, pos, 0)) if len(pos) else pos
+        self._action = table.action[self.rows]
+        self._last: dict[str, npt.NDArray[np.int64]] = {}
+        self._pairs: dict[tuple[str, str], tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]] = {}
+
+    def _last_pos(self, stage: str) -> npt.NDArray[np.int64]:
+        if stage not in self._last:
+            pos = np.arange(len(self.rows), dtype=np.int64)
+            mark = np.where(self._action == ACTION_CODES[stage], pos, -1)
+            last = np.maximum.accumulate(mark) if len(mark) else mark
+            self._last[stage] = np.where(last >= self._group_start, last, -1)
+        return self._last[stage]
+
+    def pairs(self, a: str, b: str) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+        """Table rows ``(rows_a, rows_b)`` of matched A -> B pairs (one B per A, the first)."""
+        if (a, b) not in self._pairs:
+            self._pairs[(a, b)] = self._match(a, b)
+        return self._pairs[(a, b)]
+
+    def _match(self, a: str, b: str) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+        bpos = np.flatnonzero(self._action == ACTION_CODES[b])
+        if a == b or len(bpos) == 0:
+            empty = np.empty(0, dtype=np.intp)
+            return empty, empty
+        # the nearest earlier A: last A strictly before this B (ties in time keep table order)
+        last = self._last_pos(a)
+        apos = last[bpos]
+        ok = apos >= 0
+        bpos, apos = bpos[ok], apos[ok]
+        if len(apos):
+            _, first = np.unique(apos, return_index=True)
+            bpos, apos = bpos[first], apos[first]
+        return self.rows[apos], self.rows[bpos]

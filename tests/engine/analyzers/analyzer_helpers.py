@@ -70,3 +70,24 @@ def sectors_from_gaps(gaps_sectors: Sequence[int], nr: int = 128, start: int = 1
     for g in gaps_sectors:
         out.append(out[-1] + nr + g)
     return out
+
+
+def requests(spec: Sequence[tuple[int, int, str, dict[str, int]]], *,
+             dev: int = make_dev(8, 0), pid: int = 100) -> EventTable:
+    """Requests through stages: ``(sector, nr, "R"|"W", {"Q": t, "G": t, "D": t, "C": t})``.
+
+    Events are emitted sorted by time; stages missing from a dict are not emitted.
+    """
+    cols: dict[str, list[int]] = {k: [] for k in ("time_ns", "action", "rwbs", "sector",
+                                                  "nr_sectors")}
+    for sector, nr, rw, stages in spec:
+        for letter, t in stages.items():
+            cols["time_ns"].append(t)
+            cols["action"].append(ACTION_CODES[letter])
+            cols["rwbs"].append(RWBS_WRITE if rw == "W" else RWBS_READ)
+            cols["sector"].append(sector)
+            cols["nr_sectors"].append(nr)
+    n = len(cols["time_ns"])
+    t = EventTable.from_columns(dev=np.full(n, dev), pid=np.full(n, pid),
+                                **{k: np.asarray(v) for k, v in cols.items()})
+    return t.sorted_by_time()

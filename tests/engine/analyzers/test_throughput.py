@@ -1,0 +1,104 @@
+"""Throughput series and the iostat -x-like table, with hand-computed answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from analyzer_helpers import requests
+
+from workers.analyzers import analyze
+from workers.analyzers.common import StageMatcher
+from workers.analyzers.throughput import (
+    group_name,
+    iostat_row,
+    mean_rows,
+    nice_bin_ns,
+    union_length,
+)
+from workers.events import ACTION_CODES, RWBS_READ, EventTable, make_dev
+
+MS = 1_000_000
+SDA = make_dev(8, 0)
+
+
+def _two_reads_one_write() -> EventTable:
+    """Read A: G 0, D 1ms, C 3ms; read B: G 2ms, D 2ms, C 6ms; write: G 6, D 7, C 10ms."""
+    return requests([
+        (0, 256, "R", {"Q": 0, "G": 0, "D": 1 * MS, "C": 3 * MS}),
+        (1000, 128, "R", {"Q": 2 * MS, "G": 2 * MS, "D": 2 * MS, "C": 6 * MS}),
+        (5000, 8, "W", {"Q": 6 * MS, "G": 6 * MS, "D": 7 * MS, "C": 10 * MS}),
+    ])
+
+
+def test_iostat_row_by_hand() -> None:
+    """r/s, rMB/s, r_await, rareq-sz, aqu-sz and %util match hand-computed values."""
+    t = _two_reads_one_write()
+    row = iostat_row(t, SDA, StageMatcher(t), 10 * MS)
+    assert row["r/s"] == pytest.approx(200.0)  # 2 reads in 10 ms
+    assert row["w/s"] == pytest.approx(100.0)
+    assert row["rMB/s"] == pytest.approx(384 * 512 / 2**20 / 0.01)
+    assert row["r_await"] == pytest.approx((3 + 4) / 2)  # G->C: 3 ms and 4 ms
+    assert row["w_await"] == pytest.approx(4.0)
+    assert row["rareq-sz"] == pytest.approx(96.0)  # 192 KB / 2
+    assert row["aqu-sz"] == pytest.approx((3 + 4 + 4) / 10)
+    # busy D..C: [1,3) u [2,6) u [7,10) = 5 + 3 = 8 ms of 10
+    assert row["%util"] == pytest.approx(80.0)
+    assert row["rrqm/s"] == 0 and row["%rrqm"] == 0
+
+
+def test_merges_and_q_fallback_for_await() -> None:
+    """M events count as rrqm; a device without G measures await from Q."""
+    t = requests([(0, 8, "R", {"Q": 0, "C": 2 * MS}), (8, 8, "R", {"Q": 1 * MS})])
+    m = np.flatnonzero(t.action == ACTION_CODES["Q"])[1]
+    t.action[m] = ACTION_CODES["M"]
+    row = iostat_row(t, SDA, StageMatcher(t), 4 * MS)
+    assert row["r_await"] == pytest.approx(2.0)
+    assert row["rrqm/s"] == pytest.approx(250.0) and row["%rrqm"] == pytest.approx(50.0)
+    assert row["%util"] == pytest.approx(50.0)  # Q..C without D
+
+
+def test_union_length_overlaps() -> None:
+    """Union of overlapping and nested intervals, unsorted input."""
+    s = np.array([5, 0, 1, 20], dtype=np.int64)
+    e = np.array([7, 4, 2, 21], dtype=np.int64)
+    assert union_length(s, e) == 4 + 2 + 1
+
+
+def test_nice_bins() -> None:
+    """Bin widths are 1/2/5 x 10^k and give at most the target count."""
+    assert nice_bin_ns(10_000, 200) == 50
+    assert nice_bin_ns(1_000_000_000, 200) == 5_000_000
+    assert nice_bin_ns(0, 200) == 1
+
+
+def test_group_names_and_mean_row() -> None:
+    """sda/sdb group as sd*, the mean row averages each column; md0 stays out."""
+    assert group_name("sdb") == "sd*" and group_name("254,16") == "254,*"
+    assert group_name("md0") is None
+    rows = {"8,0": {c: 1.0 for c in ("r/s", "%util")}, "8,16": {c: 3.0 for c in ("r/s", "%util")}}
+    from workers.analyzers.throughput import IOSTAT_COLUMNS
+
+    full = {k: {c: v.get(c, 0.0) for c in IOSTAT_COLUMNS} for k, v in rows.items()}
+    g = mean_rows(full, {"8,0": "sda", "8,16": "sdb"})
+    assert g[0]["name"] == "sd*" and g[0]["row"]["r/s"] == 2.0
+
+
+def test_time_series_in_analyze() -> None:
+    """Completed bytes land in their time bins; totals and shared bins are reported."""
+    t = _two_reads_one_write()
+    res = analyze(t)
+    assert res["bin_ns"] == 50_000 and res["nbins"] == 201
+    th = res["devices"]["8,0"]["throughput"]
+    assert th["source"] == "C" and th["total_ios"] == 3
+    assert sum(th["read_iops"]) * res["bin_ns"] / 1e9 == pytest.approx(2)
+    assert len(th["read_mbps"]) == res["nbins"]
+    assert th["iostat"]["r/s"] == pytest.approx(200.0)
+
+
+def test_empty_and_discard_rows() -> None:
+    """A device with only Q events has zero rates; discards are counted apart from reads."""
+    t = EventTable.from_columns(time_ns=[0, 10], dev=[SDA, SDA], action=[1, 8],
+                                rwbs=[RWBS_READ | 4, RWBS_READ | 4], sector=[0, 0],
+                                nr_sectors=[64, 64])
+    row = iostat_row(t, SDA, StageMatcher(t), 10)
+    assert row["r/s"] == 0 and row["d/s"] > 0
