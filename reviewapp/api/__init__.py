@@ -1,0 +1,1 @@
+"""REST API under /api/v1/ (DRF, URL-path versioning, OpenAPI at /api/v1/schema/)."""

@@ -1,0 +1,35 @@
+"""Token authentication for the API (kept free of view imports: DRF loads it from settings)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.request import Request
+
+from reviewapp.services.tokens import token_authenticate
+
+
+class ApiTokenAuthentication(BaseAuthentication):
+    """``Authorization: Token <key>`` (or ``Bearer <key>``) with a key from the tokens page."""
+
+    keywords = (b"token", b"bearer")
+
+    def authenticate(self, request: Request) -> tuple[Any, Any] | None:
+        auth = get_authorization_header(request).split()
+        if not auth or auth[0].lower() not in self.keywords:
+            return None
+        if len(auth) != 2:
+            raise exceptions.AuthenticationFailed("Authorization header must be 'Token <key>'")
+        try:
+            key = auth[1].decode()
+        except UnicodeError as exc:
+            raise exceptions.AuthenticationFailed("invalid token") from exc
+        token = token_authenticate(key=key)
+        if token is None:
+            raise exceptions.AuthenticationFailed("invalid or revoked token")
+        return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return "Token"

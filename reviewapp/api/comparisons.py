@@ -1,0 +1,168 @@
+"""/api/v1/comparisons/ (from bundle ids), /api/v1/submissions/ (patch + files in one call),
+results, and adding runs to a side."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from reviewapp import constants as c
+from reviewapp.api.base import ErrorSerializer, UploadApiView, files_of
+from reviewapp.api.bundles import bundle_results_data
+from reviewapp.api.serializers import ComparisonOutput, ComparisonResultsOutput, absolute
+from reviewapp.models import Patch, TraceBundle
+from reviewapp.selectors import comparison_get_for_user, comparison_list_for_user, side_bundles
+from reviewapp.services import UploadRejected
+from reviewapp.services.comparisons import (
+    comparison_add_bundles,
+    comparison_create,
+    submission_create,
+)
+from reviewapp.services.jobs import comparison_refresh_status
+from reviewapp.services.patches import patch_create
+
+
+class ComparisonCreateInput(serializers.Serializer):
+    patch = serializers.IntegerField(required=False, help_text="an existing patch id, or:")
+    title = serializers.CharField(required=False, allow_blank=True, max_length=300)
+    version = serializers.CharField(required=False, allow_blank=True, max_length=40)
+    author = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    baseline = serializers.ListField(child=serializers.IntegerField(), min_length=1)
+    patched = serializers.ListField(child=serializers.IntegerField(), min_length=1)
+    policy = serializers.CharField(required=False, allow_blank=True, max_length=300)
+    public = serializers.BooleanField(required=False, default=True)
+
+
+class SubmissionInput(serializers.Serializer):
+    title = serializers.CharField(required=False, allow_blank=True, max_length=300)
+    version = serializers.CharField(required=False, allow_blank=True, max_length=40)
+    author = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    mbox = serializers.FileField(required=False, help_text="the patch mail / mbox")
+    baseline_files = serializers.ListField(child=serializers.FileField())
+    patched_files = serializers.ListField(child=serializers.FileField())
+    baseline_kernel = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    patched_kernel = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    stack = serializers.CharField(required=False, allow_blank=True)
+    limits = serializers.CharField(required=False, allow_blank=True)
+    workload = serializers.CharField(required=False, allow_blank=True)
+    policy = serializers.CharField(required=False, allow_blank=True, max_length=300)
+    public = serializers.BooleanField(required=False, default=True)
+
+
+class AddBundlesInput(serializers.Serializer):
+    side = serializers.ChoiceField(choices=c.ROLES)
+    bundles = serializers.ListField(child=serializers.IntegerField(), min_length=1)
+
+
+def _bundles(ids: list[int], field: str) -> list[TraceBundle]:
+    found = {b.pk: b for b in TraceBundle.objects.filter(pk__in=ids)}
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise UploadRejected(f"{field}: no bundle with id {', '.join(map(str, missing))}",
+                             field=field)
+    return [found[i] for i in ids]
+
+
+def _flag(value: object, default: bool = True) -> bool:
+    if value is None or value == "":
+        return default
+    return str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
+class ComparisonListCreateApi(APIView):
+    @extend_schema(operation_id="comparison_list", responses={200: ComparisonOutput(many=True)})
+    def get(self, request: Request, version: str) -> Response:
+        qs: QuerySet = comparison_list_for_user(request.user).order_by("-created")[:100]
+        return Response(ComparisonOutput(qs, many=True, context={"request": request}).data)
+
+    @extend_schema(
+        operation_id="comparison_create", request=ComparisonCreateInput,
+        responses={201: ComparisonOutput, 400: ErrorSerializer, 401: ErrorSerializer},
+    )
+    def post(self, request: Request, version: str) -> Response:
+        ser = ComparisonCreateInput(data=request.data)
+        ser.is_valid(raise_exception=True)
+        d = ser.validated_data
+        baseline = _bundles(d["baseline"], "baseline")
+        patched = _bundles(d["patched"], "patched")
+        if d.get("patch"):
+            patch = Patch.objects.filter(pk=d["patch"]).first()
+            if patch is None:
+                raise UploadRejected(f"patch: no patch with id {d['patch']}", field="patch")
+        else:
+            patch = patch_create(title=d.get("title", ""), version=d.get("version", ""),
+                                 author=d.get("author", ""), user=request.user)
+        comparison = comparison_create(patch=patch, baseline=baseline, patched=patched,
+                                       policy=d.get("policy", ""), public=d.get("public", True),
+                                       user=request.user)
+        return Response(ComparisonOutput(comparison, context={"request": request}).data,
+                        status=201)
+
+
+class SubmissionCreateApi(UploadApiView):
+    """Patch metadata + baseline files + patched files in one multipart call."""
+
+    upload_sides = 2
+
+    @extend_schema(
+        operation_id="submission_create",
+        request={"multipart/form-data": SubmissionInput},
+        responses={201: ComparisonOutput, 400: ErrorSerializer, 401: ErrorSerializer,
+                   413: ErrorSerializer},
+    )
+    def post(self, request: Request, version: str) -> Response:
+        d = request.data
+        mail = request.FILES.get("mbox")
+        comparison, _ = submission_create(
+            title=d.get("title", ""), version=d.get("version", ""), author=d.get("author", ""),
+            mail=mail, baseline_files=files_of(request, "baseline_files"),
+            patched_files=files_of(request, "patched_files"),
+            baseline_kernel=d.get("baseline_kernel", ""), patched_kernel=d.get("patched_kernel", ""),
+            stack=d.get("stack", ""), limits=d.get("limits", ""), workload=d.get("workload", ""),
+            policy=d.get("policy", ""), public=_flag(d.get("public")), user=request.user,
+        )
+        return Response(ComparisonOutput(comparison, context={"request": request}).data,
+                        status=201)
+
+
+class ComparisonDetailApi(APIView):
+    @extend_schema(operation_id="comparison_retrieve",
+                   responses={200: ComparisonOutput, 404: ErrorSerializer})
+    def get(self, request: Request, version: str, pk: int) -> Response:
+        comparison = comparison_get_for_user(pk=pk, user=request.user)
+        comparison_refresh_status(comparison=comparison)
+        return Response(ComparisonOutput(comparison, context={"request": request}).data)
+
+
+class ComparisonResultsApi(APIView):
+    @extend_schema(operation_id="comparison_results",
+                   responses={200: ComparisonResultsOutput, 404: ErrorSerializer})
+    def get(self, request: Request, version: str, pk: int) -> Response:
+        comparison = comparison_get_for_user(pk=pk, user=request.user)
+        comparison_refresh_status(comparison=comparison)
+        sides = side_bundles(comparison)
+        return Response({
+            "comparison": comparison.pk,
+            "status": comparison.status,
+            "url": absolute(request, comparison.get_absolute_url()),
+            "baseline": [bundle_results_data(b) for b in sides[c.ROLE_BASELINE]],
+            "patched": [bundle_results_data(b) for b in sides[c.ROLE_PATCHED]],
+        })
+
+
+class ComparisonAddBundlesApi(APIView):
+    @extend_schema(operation_id="comparison_add_bundles", request=AddBundlesInput,
+                   responses={200: ComparisonOutput, 400: ErrorSerializer, 401: ErrorSerializer,
+                              404: ErrorSerializer})
+    def post(self, request: Request, version: str, pk: int) -> Response:
+        comparison = comparison_get_for_user(pk=pk, user=request.user)
+        ser = AddBundlesInput(data=request.data)
+        ser.is_valid(raise_exception=True)
+        bundles = _bundles(ser.validated_data["bundles"], "bundles")
+        comparison_add_bundles(comparison=comparison, side=ser.validated_data["side"],
+                               bundles=bundles)
+        return Response(ComparisonOutput(comparison, context={"request": request}).data)

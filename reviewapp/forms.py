@@ -1,0 +1,82 @@
+"""Forms of the pages (upload, comment, API token). CSRF is on for all of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from reviewapp import constants as c
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """Several files in one input (Django's documented pattern)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> list[Any]:
+        single = super().clean
+        if isinstance(data, (list, tuple)):
+            return [single(d, initial) for d in data if d]
+        return [single(data, initial)] if data else []
+
+
+class UploadForm(forms.Form):
+    """Patch metadata, optional patch mail, both sides' files and the test setup."""
+
+    title = forms.CharField(max_length=300, required=False,
+                            help_text="Patch title; taken from the patch mail when left empty.")
+    version = forms.CharField(max_length=40, required=False, help_text="v2, V3, RFC ...")
+    author = forms.CharField(max_length=200, required=False)
+    mbox = forms.FileField(required=False, label="Patch mail (mbox)",
+                           help_text="git format-patch output or an mbox: fills title, version, "
+                                     "author, Message-ID, base commit and Fixes: tags.")
+    baseline_files = MultipleFileField(
+        required=False, label="Baseline traces",
+        help_text="Several files (blkparse text, blktrace binaries ...) or one .tar/.tar.gz/"
+                  ".tar.xz/.tar.zst/.zip bundle.")
+    baseline_kernel = forms.CharField(max_length=100, required=False, label="Baseline kernel",
+                                      help_text="uname -r, e.g. 6.17.13")
+    patched_files = MultipleFileField(required=False, label="Patched traces")
+    patched_kernel = forms.CharField(max_length=100, required=False, label="Patched kernel")
+    stack = forms.CharField(required=False, label="Device stack and queue limits",
+                            widget=forms.Textarea(attrs={"rows": 2}),
+                            help_text="e.g. md raid5 of 8 HDDs, 64k chunk, max_sectors_kb=1024")
+    workload = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                               help_text="e.g. dd if=/dev/md0 of=/dev/null bs=4480k iflag=direct")
+    policy = forms.CharField(max_length=300, required=False, label="Policy under test",
+                             help_text="kernel-model.md section 7 names, e.g. "
+                                       "split_remainder=head")
+    public = forms.BooleanField(required=False, initial=True,
+                                help_text="Anyone may read a public comparison without logging in.")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not data.get("baseline_files"):
+            self.add_error("baseline_files", "Upload at least one baseline file.")
+        if not data.get("patched_files"):
+            self.add_error("patched_files", "Upload at least one patched file.")
+        if not data.get("title") and not data.get("mbox"):
+            self.add_error("title", "Give the patch title or upload its mail.")
+        return data
+
+
+class CommentForm(forms.Form):
+    body = forms.CharField(label="Comment", widget=forms.Textarea(attrs={"rows": 4}),
+                           max_length=20000)
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="What will use it, e.g. 'CI bot for md'.")
+
+
+class AddRunsForm(forms.Form):
+    side = forms.ChoiceField(choices=c.ROLES)
+    files = MultipleFileField(required=True, label="Trace files")
+    kernel = forms.CharField(max_length=100, required=False)

@@ -1,0 +1,95 @@
+"""Reads: what pages and the API show. No writes here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from reviewapp import constants as c
+from reviewapp.models import AnalysisJob, BundleResult, Comparison, TraceBundle
+
+
+def comparison_list_for_user(user: Any) -> QuerySet[Comparison]:
+    qs = Comparison.objects.select_related("patch")
+    if getattr(user, "is_authenticated", False):
+        if user.is_staff:
+            return qs
+        return qs.filter(public=True) | qs.filter(created_by=user)
+    return qs.filter(public=True)
+
+
+def comparison_get_for_user(*, pk: int, user: Any) -> Comparison:
+    """A comparison the user may read (public ones need no login), else Http404."""
+    comparison = Comparison.objects.select_related("patch", "created_by").filter(pk=pk).first()
+    if comparison is None:
+        raise Http404("no such comparison")
+    if comparison.public:
+        return comparison
+    if getattr(user, "is_authenticated", False) and (
+        user.is_staff or comparison.created_by_id == user.pk
+    ):
+        return comparison
+    raise Http404("no such comparison")
+
+
+def side_bundles(comparison: Comparison) -> dict[str, list[TraceBundle]]:
+    return {
+        c.ROLE_BASELINE: list(comparison.baseline_bundles.order_by("pk")),
+        c.ROLE_PATCHED: list(comparison.patched_bundles.order_by("pk")),
+    }
+
+
+def latest_job(bundle: TraceBundle) -> AnalysisJob | None:
+    return bundle.jobs.order_by("-created", "-pk").first()
+
+
+def side_results(comparison: Comparison) -> dict[str, list[dict[str, Any]]]:
+    """Stored results JSON of each side's bundles (bundles without results are left out)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for side, bundles in side_bundles(comparison).items():
+        results = BundleResult.objects.filter(bundle__in=bundles).order_by("bundle_id")
+        out[side] = [r.data for r in results]
+    return out
+
+
+def comparison_jobs(comparison: Comparison) -> list[dict[str, Any]]:
+    """Latest job per bundle, for the progress box and the status endpoint."""
+    rows = []
+    for side, bundles in side_bundles(comparison).items():
+        for bundle in bundles:
+            job = latest_job(bundle)
+            has_result = BundleResult.objects.filter(bundle=bundle).exists()
+            rows.append({"side": side, "bundle": bundle, "job": job, "has_result": has_result})
+    return rows
+
+
+def comparison_progress(comparison: Comparison) -> dict[str, Any]:
+    """The small JSON the page polls: overall state, progress and per-job details."""
+    jobs = []
+    total = 0
+    for row in comparison_jobs(comparison):
+        job: AnalysisJob | None = row["job"]
+        if row["has_result"]:
+            progress, state = 100, c.JOB_STATE_SUCCEEDED
+        elif job is None:
+            progress, state = 0, c.JOB_STATE_QUEUED
+        else:
+            progress, state = job.progress, job.state
+        total += progress
+        jobs.append({
+            "id": job.pk if job else None, "side": row["side"], "bundle": row["bundle"].pk,
+            "state": state, "progress": progress, "message": job.message if job else "",
+            "error": job.error if job and state == c.JOB_STATE_FAILED else "",
+        })
+    from reviewapp.services.jobs import comparison_status_of
+
+    status = comparison_status_of(comparison)
+    return {
+        "comparison": comparison.pk,
+        "status": status,
+        "progress": round(total / len(jobs)) if jobs else 0,
+        "jobs": jobs,
+        "done": status in (c.COMPARISON_READY, c.COMPARISON_FAILED),
+    }

@@ -1,0 +1,174 @@
+"""bundle_create: stream uploaded files to storage, checksum them, dedupe, queue the analysis."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from reviewapp import constants as c
+from reviewapp.models import TraceBundle, TraceFile
+from reviewapp.services import UploadRejected, UploadTooLargeError
+from reviewapp.storage import UploadTooLarge, delete_quietly, save_stream
+
+log = logging.getLogger(__name__)
+
+SNIFF_BYTES = 64 * 1024
+
+
+def clean_client_name(name: str | None) -> str:
+    """The client's file name without any directory part (display only, never a path)."""
+    base = os.path.basename((name or "").replace("\\", "/")).strip()
+    base = "".join(ch for ch in base if ch.isprintable())
+    return base[:200] or "unnamed"
+
+
+def _read_head(file: Any) -> bytes:
+    file.seek(0)
+    head = file.read(SNIFF_BYTES)
+    file.seek(0)
+    return head if isinstance(head, bytes) else head.encode()
+
+
+def detect_upload_format(file: Any, name: str) -> str:
+    """Format of an uploaded file from its first bytes (workers.traces.detect).
+
+    Raises:
+        UploadRejected: empty, or not a recognised trace/summary/archive, with the reason.
+    """
+    from workers.errors import BlkreviewError, ParseError
+
+    try:
+        from workers.traces.detect import detect_bytes
+    except ImportError:  # pragma: no cover - the parser package is being built in parallel
+        detect_bytes = None
+    head = _read_head(file)
+    if not head:
+        raise UploadRejected(f"{name}: empty file")
+    if detect_bytes is None:
+        return ""
+    try:
+        return str(detect_bytes(head, name))
+    except ParseError as exc:
+        raise UploadRejected(exc.message) from exc
+    except BlkreviewError as exc:
+        raise UploadRejected(f"{name}: {exc}") from exc
+
+
+def bundle_validate(*, files: Sequence[Any], side_label: str) -> list[tuple[Any, str, str]]:
+    """Check a side's files before anything is stored: present, non-empty, recognised, in size.
+
+    Returns:
+        ``(file, client name, format)`` per file.
+    """
+    limit = settings.BLKREVIEW_MAX_UPLOAD_BYTES
+    files = [f for f in files if f is not None]
+    if not files:
+        raise UploadRejected(f"{side_label}: no files uploaded", field=side_label or None)
+    declared = sum(int(getattr(f, "size", 0) or 0) for f in files)
+    if declared > limit:
+        raise UploadTooLargeError(
+            f"{side_label}: {declared / 2**20:.1f} MB is over the upload limit of "
+            f"{limit // 2**20} MB",
+            field=side_label or None,
+        )
+    checked = []
+    for f in files:
+        client = clean_client_name(getattr(f, "name", ""))
+        checked.append((f, client, detect_upload_format(f, client)))
+    return checked
+
+
+def bundle_checksum(file_checksums: Sequence[str]) -> str:
+    """sha256 over the sorted sha256 of the files: the same bytes give the same bundle,
+    whatever the file names or the order of upload."""
+    return hashlib.sha256("\n".join(sorted(file_checksums)).encode()).hexdigest()
+
+
+def bundle_create(
+    *,
+    files: Sequence[Any],
+    role: str = c.ROLE_BASELINE,
+    kernel: str = "",
+    stack: str = "",
+    limits: str = "",
+    workload: str = "",
+    name: str = "",
+    user: Any = None,
+    side_label: str = "",
+) -> tuple[TraceBundle, bool]:
+    """Store one run's files and queue its analysis.
+
+    Files are streamed into storage under generated names while their sha256 is computed. A
+    bundle whose files have exactly the bytes of an existing bundle is not stored again: the
+    existing bundle is returned with ``created=False`` (its metadata is kept as first given).
+
+    Args:
+        files: Django UploadedFile objects (or anything with ``name``, ``size``, ``read``,
+            ``seek`` and ``chunks``), several traces or one archive.
+        side_label: "baseline"/"patched", used to word error messages.
+
+    Returns:
+        ``(bundle, created)``.
+
+    Raises:
+        UploadRejected: no files, an empty file, an unrecognised format.
+        UploadTooLargeError: more than BLKREVIEW_MAX_UPLOAD_MB in total.
+    """
+    label = side_label or role
+    limit = settings.BLKREVIEW_MAX_UPLOAD_BYTES
+    checked = bundle_validate(files=files, side_label=label)
+
+    stored: list[tuple[str, str, str, int, str]] = []  # (client, fmt, storage, sha, size)
+    remaining = limit
+    try:
+        for f, client, fmt in checked:
+            f.seek(0)
+            storage_name, sha, size = save_stream(f, remaining=remaining)
+            remaining -= size
+            stored.append((client, fmt, storage_name, sha, size))
+    except UploadTooLarge as exc:
+        for item in stored:
+            delete_quietly(item[2])
+        raise UploadTooLargeError(
+            f"{label}: over the upload limit of {exc.limit // 2**20} MB", field=label or None
+        ) from exc
+
+    checksum = bundle_checksum([s[3] for s in stored])
+    existing = TraceBundle.objects.filter(checksum=checksum).first()
+    if existing is not None:
+        for item in stored:
+            delete_quietly(item[2])
+        return existing, False
+
+    try:
+        with transaction.atomic():
+            bundle = TraceBundle.objects.create(
+                role=role, name=name[:200], kernel=kernel[:100], stack=stack, limits=limits,
+                workload=workload, checksum=checksum, size=sum(s[4] for s in stored),
+                uploaded_by=user if getattr(user, "is_authenticated", False) else None,
+            )
+            for client, fmt, storage_name, sha, size in stored:
+                same = TraceFile.objects.filter(checksum=sha).exclude(storage_name=storage_name).first()
+                if same is not None:
+                    # The bytes are already in storage: point at them, drop the new copy.
+                    transaction.on_commit(lambda n=storage_name: delete_quietly(n))
+                    storage_name = same.storage_name
+                TraceFile.objects.create(
+                    bundle=bundle, name=client, format=fmt, size=size, checksum=sha,
+                    storage_name=storage_name,
+                )
+            from reviewapp.services.jobs import job_create_for_bundle
+
+            job_create_for_bundle(bundle=bundle)
+    except IntegrityError:
+        # Same bytes uploaded concurrently: the other request won; use its bundle.
+        for item in stored:
+            delete_quietly(item[2])
+        return TraceBundle.objects.get(checksum=checksum), False
+    return bundle, True

@@ -1,0 +1,277 @@
+"""Settings for blkreview, twelve-factor style: everything comes from the environment.
+
+Three situations share this one module:
+
+* **Production** (docker-compose, a real deployment): ``DATABASE_URL`` and ``CELERY_BROKER_URL``
+  (or ``REDIS_URL``) are set; ``SECRET_KEY`` must be set too, there is no default.
+* **Embedded default** (``make demo``, ``manage.py serve``): nothing is set. SQLite in ``var/``,
+  kombu's filesystem transport as the broker (a directory in ``var/``, no server), and a
+  random secret key generated once into ``var/secret_key``. Same code paths, other backends.
+* **Tests** (pytest sets ``PYTEST_VERSION``): real PostgreSQL
+  (``postgres://postgres@127.0.0.1:5432/blkreview``) and real Redis unless the environment
+  says otherwise, so ``make test`` needs no environment of its own.
+
+Environment variables: DATABASE_URL, CELERY_BROKER_URL or REDIS_URL, SECRET_KEY, DEBUG,
+ALLOWED_HOSTS (comma separated), CSRF_TRUSTED_ORIGINS (comma separated), MEDIA_ROOT,
+STATIC_ROOT, BLKREVIEW_MAX_UPLOAD_MB, BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_TASK_TIME_LIMIT.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("BLKREVIEW_VAR_DIR", BASE_DIR / "var"))
+
+TESTING = "PYTEST_VERSION" in os.environ or os.environ.get("BLKREVIEW_TESTING") == "1"
+if TESTING:
+    # The test run selects real PostgreSQL and Redis itself (issue 2 item 10). The database
+    # name gets the pid so that two concurrent test runs on one machine do not drop each
+    # other's test database; pytest-django prefixes it with "test_".
+    os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/blkreview")
+    os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+    os.environ.setdefault("SECRET_KEY", "blkreview-tests-only-" + "x" * 40)
+    os.environ.setdefault("BLKREVIEW_ANALYSIS_QUEUE", f"analysis-test-{os.getpid()}")
+    os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="blkreview-test-media-"))
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    """Read a boolean flag the way people write them in .env files."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+#: True when no DATABASE_URL is set: SQLite + filesystem broker, one command runs everything.
+EMBEDDED = not os.environ.get("DATABASE_URL")
+
+# https://docs.djangoproject.com/en/5.2/ref/settings/#debug
+DEBUG = env_bool("DEBUG", False)
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment; only the embedded default may generate one."""
+    key = os.environ.get("SECRET_KEY")
+    if key:
+        return key
+    if not EMBEDDED:
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DATABASE_URL is set (no default outside the embedded demo)"
+        )
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+# https://docs.djangoproject.com/en/5.2/ref/settings/#secret-key
+SECRET_KEY = _secret_key()
+
+# https://docs.djangoproject.com/en/5.2/ref/settings/#allowed-hosts
+ALLOWED_HOSTS = env_list(
+    "ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] + (["testserver"] if TESTING else [])
+)
+# https://docs.djangoproject.com/en/5.2/ref/settings/#csrf-trusted-origins
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "reviewapp.apps.ReviewappConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    # https://whitenoise.readthedocs.io/en/stable/django.html
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "reviewapp.urls"
+WSGI_APPLICATION = "reviewapp.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# https://github.com/jazzband/dj-database-url
+if EMBEDDED:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "db.sqlite3",
+            # The web server and the worker write to the same file; wait instead of failing.
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+else:
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+if TESTING and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+if TESTING:
+    # Fast hashing in tests only (patchwork's dev settings do the same).
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+# https://docs.djangoproject.com/en/5.2/howto/static-files/
+STATIC_URL = "static/"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+# https://docs.djangoproject.com/en/5.2/topics/files/
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media" if EMBEDDED else BASE_DIR / "media"))
+MEDIA_URL = "media/"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Compressed but not manifest-hashed, so pages render without a prior collectstatic.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Serve straight from the app's static/ when collectstatic has not been run (embedded, tests).
+WHITENOISE_USE_FINDERS = DEBUG or EMBEDDED or TESTING or not STATIC_ROOT.exists()
+
+# Uploads always go to a temporary file on disk, never wholly into memory (issue 2 item 2).
+# https://docs.djangoproject.com/en/5.2/ref/settings/#file-upload-handlers
+FILE_UPLOAD_HANDLERS = ["django.core.files.uploadhandler.TemporaryFileUploadHandler"]
+#: Largest bundle (all files of one side together), in bytes.
+BLKREVIEW_MAX_UPLOAD_BYTES = int(float(os.environ.get("BLKREVIEW_MAX_UPLOAD_MB", "512")) * 1024 * 1024)
+#: Queue the analysis tasks are routed to; workers run ``-Q analysis,celery``.
+BLKREVIEW_ANALYSIS_QUEUE = os.environ.get("BLKREVIEW_ANALYSIS_QUEUE", "analysis")
+
+# --- Celery -----------------------------------------------------------------------------
+# https://docs.celeryq.dev/en/stable/userguide/configuration.html
+_broker = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")
+if _broker:
+    CELERY_BROKER_URL = _broker
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 6 * 3600}
+else:
+    # kombu's filesystem transport: messages are files in one directory shared by the web
+    # process and the worker. No server needed (architecture.md, "Embedded default").
+    _broker_dir = VAR_DIR / "broker"
+    for sub in ("queue", "processed"):
+        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+# Job state lives in the database (AnalysisJob), not in a result backend.
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+# Long jobs: acknowledge after the work is done, take one message at a time.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = int(os.environ.get("BLKREVIEW_TASK_TIME_LIMIT", "3600"))
+CELERY_TASK_SOFT_TIME_LIMIT = max(CELERY_TASK_TIME_LIMIT - 60, 30)
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_ROUTES = {"workers.tasks.*": {"queue": BLKREVIEW_ANALYSIS_QUEUE}}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- REST framework ---------------------------------------------------------------------
+# https://www.django-rest-framework.org/api-guide/settings/
+REST_FRAMEWORK = {
+    "DEFAULT_VERSIONING_CLASS": "rest_framework.versioning.URLPathVersioning",
+    "DEFAULT_VERSION": "v1",
+    "ALLOWED_VERSIONS": ["v1"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "reviewapp.api.auth.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "reviewapp.api.base.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+# https://drf-spectacular.readthedocs.io/en/latest/settings.html
+SPECTACULAR_SETTINGS = {
+    "TITLE": "blkreview API",
+    "DESCRIPTION": "Upload block-layer trace bundles, compare baseline and patched kernels.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "OAS_VERSION": "3.1.0",
+    "ENUM_NAME_OVERRIDES": {"RoleEnum": "reviewapp.constants.ROLES"},
+}
+
+# --- security -----------------------------------------------------------------------------
+# https://docs.djangoproject.com/en/5.2/ref/settings/#secure-proxy-ssl-header
+if env_bool("BLKREVIEW_BEHIND_TLS_PROXY"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

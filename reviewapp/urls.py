@@ -1,0 +1,23 @@
+"""Pages, auth, admin and the API (/api/v1/...)."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path, re_path
+
+from reviewapp.views import comparisons, pages, tokens
+
+urlpatterns = [
+    path("", pages.home, name="home"),
+    path("healthz", pages.healthz, name="healthz"),
+    path("upload/", comparisons.upload, name="upload"),
+    path("comparisons/<int:pk>/", comparisons.detail, name="comparison-detail"),
+    path("comparisons/<int:pk>/progress.json", comparisons.progress, name="comparison-progress"),
+    path("comparisons/<int:pk>/comments/", comparisons.comment, name="comparison-comment"),
+    path("comparisons/<int:pk>/runs/", comparisons.add_runs, name="comparison-add-runs"),
+    path("tokens/", tokens.token_list, name="token-list"),
+    path("tokens/<int:pk>/revoke/", tokens.token_revoke_view, name="token-revoke"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    re_path(r"^api/(?P<version>v1)/", include("reviewapp.api.urls")),
+]

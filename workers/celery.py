@@ -1,0 +1,30 @@
+"""The Celery app: ``celery -A workers.celery worker -Q analysis,celery --concurrency=1``.
+
+Configuration comes from Django settings under the ``CELERY_`` namespace (reviewapp/settings.py):
+JSON only, acks_late, prefetch 1, soft/hard time limits, tasks routed to the "analysis" queue.
+The broker is CELERY_BROKER_URL / REDIS_URL, or kombu's filesystem transport in the embedded
+default. The engine never imports this module (import-linter contract in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from celery.signals import setup_logging
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewapp.settings")
+
+app = Celery("blkreview")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks(lambda: ["workers"], related_name="tasks")
+
+
+@setup_logging.connect
+def _use_django_logging(**kwargs: object) -> None:
+    """Let the worker log through Django's LOGGING instead of Celery's own setup."""
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)
