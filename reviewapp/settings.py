@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
+import warnings
 from pathlib import Path
 
 import dj_database_url
@@ -39,6 +40,14 @@ if TESTING:
     os.environ.setdefault("SECRET_KEY", "blkreview-tests-only-" + "x" * 40)
     os.environ.setdefault("BLKREVIEW_ANALYSIS_QUEUE", f"analysis-test-{os.getpid()}")
     os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="blkreview-test-media-"))
+
+
+def ensure_dir(path: Path) -> None:
+    """Create a var/ directory when possible (a read-only image build only runs collectstatic)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass
 
 
 def env_bool(name: str, default: bool = False) -> bool:
@@ -72,7 +81,7 @@ def _secret_key() -> str:
         raise ImproperlyConfigured(
             "SECRET_KEY must be set when DATABASE_URL is set (no default outside the embedded demo)"
         )
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    ensure_dir(VAR_DIR)
     path = VAR_DIR / "secret_key"
     if not path.exists():
         path.write_text(secrets.token_urlsafe(50))
@@ -134,7 +143,7 @@ TEMPLATES = [
 
 # https://github.com/jazzband/dj-database-url
 if EMBEDDED:
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    ensure_dir(VAR_DIR)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -183,12 +192,16 @@ STORAGES = {
 }
 # Serve straight from the app's static/ when collectstatic has not been run (embedded, tests).
 WHITENOISE_USE_FINDERS = DEBUG or EMBEDDED or TESTING or not STATIC_ROOT.exists()
+if not STATIC_ROOT.exists():
+    # whitenoise warns once per process about the missing collectstatic directory; with
+    # finders on, that is expected.
+    warnings.filterwarnings("ignore", message="No directory at", module="whitenoise.base")
 
 # Uploads always go to a temporary file on disk, never wholly into memory (issue 2 item 2).
 # https://docs.djangoproject.com/en/5.2/ref/settings/#file-upload-handlers
 FILE_UPLOAD_HANDLERS = ["django.core.files.uploadhandler.TemporaryFileUploadHandler"]
 #: Largest bundle (all files of one side together), in bytes.
-BLKREVIEW_MAX_UPLOAD_BYTES = int(float(os.environ.get("BLKREVIEW_MAX_UPLOAD_MB", "512")) * 1024 * 1024)
+BLKREVIEW_MAX_UPLOAD_BYTES = int(float(os.environ.get("BLKREVIEW_MAX_UPLOAD_MB", "2048")) * 1024 * 1024)
 #: Queue the analysis tasks are routed to; workers run ``-Q analysis,celery``.
 BLKREVIEW_ANALYSIS_QUEUE = os.environ.get("BLKREVIEW_ANALYSIS_QUEUE", "analysis")
 
@@ -203,7 +216,7 @@ else:
     # process and the worker. No server needed (architecture.md, "Embedded default").
     _broker_dir = VAR_DIR / "broker"
     for sub in ("queue", "processed"):
-        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+        ensure_dir(_broker_dir / sub)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),

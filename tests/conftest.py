@@ -1,0 +1,226 @@
+"""Shared fixtures: users, API clients, and a real Celery worker process for e2e tests.
+
+The test run talks to real PostgreSQL and Redis. reviewapp/settings.py selects them when it
+is loaded under pytest (``PYTEST_VERSION`` is set): ``DATABASE_URL`` defaults to
+``postgres://postgres@127.0.0.1:5432/blkreview`` (pytest-django creates
+``test_blkreview_<pid>`` from it), ``CELERY_BROKER_URL`` to ``redis://127.0.0.1:6379/0`` and the
+analysis queue to ``analysis-test-<pid>``, so concurrent test runs never take each other's
+tasks. The ``celery_worker`` fixture starts
+``celery -A workers.celery worker -Q <that queue> --pool=solo --concurrency=1``
+pointed at the test database and the same MEDIA_ROOT.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+SEED000 = Path("/work/shared/seeds/000_bd92b2ca435366b4.txt")
+DEMO = ROOT / "reviewapp" / "demo"
+
+# Engine tests (tests/engine) do not need Django; pytest-django still configures it, which
+# is harmless. Everything Django is imported lazily inside fixtures.
+
+
+@pytest.fixture
+def password() -> str:
+    return "s3cret-for-tests"
+
+
+@pytest.fixture
+def user(db: Any, password: str) -> Any:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user("maintainer", "m@example.org", password)
+
+
+@pytest.fixture
+def other_user(db: Any, password: str) -> Any:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user("someone", "s@example.org", password)
+
+
+@pytest.fixture
+def logged_in_client(client: Any, user: Any) -> Any:
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def api_token(user: Any) -> str:
+    from reviewapp.services.tokens import token_create
+
+    _, key = token_create(user=user, name="tests")
+    return key
+
+
+@pytest.fixture
+def api_client(api_token: str) -> Any:
+    from rest_framework.test import APIClient
+
+    c = APIClient()
+    c.credentials(HTTP_AUTHORIZATION=f"Token {api_token}")
+    return c
+
+
+def blkparse_lines(sectors: list[int], *, length: int = 128, action: str = "G",
+                   rwbs: str = "R", dev: str = "8,0") -> bytes:
+    """blkparse default-format lines, one request per sector, 1 us apart."""
+    lines = []
+    for i, s in enumerate(sectors):
+        t = 1.0 + i * 1e-6
+        lines.append(f"{dev:>5} {0:>2} {i + 1:>8} {t:14.9f} {843:>5}  {action:<2}{rwbs:>3} "
+                     f"{s} + {length} [dd]")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def uploaded(name: str, data: bytes) -> Any:
+    """A file object as Django hands uploads to views (on disk, like TemporaryUploadedFile)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, data, content_type="text/plain")
+
+
+@pytest.fixture
+def seed000_before() -> bytes:
+    return (DEMO / "seed000_before.blkparse.txt").read_bytes()
+
+
+@pytest.fixture
+def seed000_after() -> bytes:
+    return (DEMO / "seed000_after.blkparse.txt").read_bytes()
+
+
+@pytest.fixture(autouse=True)
+def _media_root_exists() -> None:
+    from django.conf import settings
+
+    Path(settings.MEDIA_ROOT).mkdir(parents=True, exist_ok=True)
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    """Remove the per-run media directory settings.py created in /tmp."""
+    try:
+        from django.conf import settings
+
+        media = str(settings.MEDIA_ROOT)
+    except Exception:
+        return
+    if "blkreview-test-media-" in media:
+        shutil.rmtree(media, ignore_errors=True)
+
+
+# --- a real Celery worker process ------------------------------------------------------------
+
+def _purge_queue(broker: str, queue: str) -> None:
+    try:
+        import redis
+
+        r = redis.Redis.from_url(broker)
+        r.delete(queue, f"_kombu.binding.{queue}")
+        r.close()
+    except Exception:
+        pass
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup: Any, django_db_blocker: Any,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Start ``celery -A workers.celery worker`` against the test database and Redis.
+
+    Yields a dict with the worker's ``log`` path and ``queue``. The worker is terminated (and
+    its queue deleted from Redis) at the end of the session, before the test database is
+    dropped.
+    """
+    from django.conf import settings
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        db = connection.settings_dict
+        test_db_name = db["NAME"]
+    user = db.get("USER") or "postgres"
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    pw = db.get("PASSWORD") or ""
+    auth = f"{user}:{pw}@" if pw else f"{user}@"
+    queue = settings.BLKREVIEW_ANALYSIS_QUEUE
+    broker = settings.CELERY_BROKER_URL
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_VERSION"}
+    env.update({
+        "DJANGO_SETTINGS_MODULE": "reviewapp.settings",
+        "DATABASE_URL": f"postgres://{auth}{host}:{port}/{test_db_name}",
+        "CELERY_BROKER_URL": broker,
+        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "BLKREVIEW_ANALYSIS_QUEUE": queue,
+        "SECRET_KEY": settings.SECRET_KEY,
+        "PYTHONUNBUFFERED": "1",
+    })
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    cmd = [sys.executable, "-m", "celery", "-A", "workers.celery", "worker", "-Q", queue,
+           "--pool=solo", "--concurrency=1", "--loglevel=INFO", "--without-gossip",
+           "--without-mingle", "--without-heartbeat", "-n", f"test-{os.getpid()}@%h"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 90
+        while True:
+            text = log.read_text(errors="replace")
+            if " ready." in text:
+                break
+            if proc.poll() is not None:
+                raise RuntimeError(f"celery worker exited ({proc.returncode}):\n{text[-3000:]}")
+            if time.time() > deadline:
+                raise RuntimeError(f"celery worker did not become ready:\n{text[-3000:]}")
+            time.sleep(0.3)
+        yield {"log": log, "queue": queue, "process": proc}
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        _purge_queue(broker, queue)
+
+
+def wait_for(predicate: Any, *, timeout: float = 90.0, interval: float = 0.3,
+             what: str = "condition") -> Any:
+    """Poll ``predicate()`` until it returns something truthy."""
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def make_blkparse() -> Any:
+    """``make_blkparse([sectors], length=128, action="G")`` -> blkparse text bytes."""
+    return blkparse_lines
+
+
+@pytest.fixture
+def make_upload() -> Any:
+    """``make_upload(name, data)`` -> an uploaded-file object for services and forms."""
+    return uploaded
+
+
+@pytest.fixture
+def waiter() -> Any:
+    """``waiter(predicate, timeout=..., what=...)`` polls until truthy."""
+    return wait_for

@@ -1,0 +1,122 @@
+"""bundle_create: streaming to storage, checksums, dedupe, generated names, rejections."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from django.core.files.storage import default_storage
+
+from reviewapp.models import AnalysisJob, TraceBundle, TraceFile
+from reviewapp.services import UploadRejected, UploadTooLargeError
+from reviewapp.services.bundles import bundle_checksum, bundle_create
+
+pytestmark = pytest.mark.django_db
+
+
+def test_bundle_create_stores_files_under_generated_names(make_upload, seed000_before, user):
+    """The bytes land in storage under traces/<uuid>, never under the client's path."""
+    bundle, created = bundle_create(
+        files=[make_upload("../../etc/evil/before.txt", seed000_before)], role="baseline",
+        kernel="6.17.13", user=user)
+    assert created
+    f = bundle.files.get()
+    assert f.name == "before.txt"
+    assert f.storage_name.startswith("traces/") and "evil" not in f.storage_name
+    assert f.format == "blkparse"
+    with default_storage.open(f.storage_name, "rb") as fh:
+        assert fh.read() == seed000_before
+    assert f.checksum == hashlib.sha256(seed000_before).hexdigest()
+    assert f.size == len(seed000_before) == bundle.size
+    assert bundle.checksum == bundle_checksum([f.checksum])
+    assert bundle.uploaded_by == user and bundle.kernel == "6.17.13"
+
+
+def test_bundle_create_same_bytes_returns_existing(make_upload, seed000_before):
+    """A re-upload of the same bytes is recognised by checksum and stored once."""
+    first, c1 = bundle_create(files=[make_upload("a.txt", seed000_before)])
+    second, c2 = bundle_create(files=[make_upload("renamed.txt", seed000_before)])
+    assert (c1, c2) == (True, False)
+    assert first.pk == second.pk
+    assert TraceBundle.objects.count() == 1
+    assert TraceFile.objects.count() == 1
+    assert len(default_storage.listdir("traces")[1]) >= 1
+    stored = [n for n in default_storage.listdir("traces")[1]
+              if TraceFile.objects.filter(storage_name=f"traces/{n}").exists()]
+    assert len(stored) == 1
+
+
+def test_bundle_checksum_ignores_order_and_names(make_upload, seed000_before, seed000_after):
+    """Two files uploaded in the other order are the same bundle."""
+    a, _ = bundle_create(files=[make_upload("x", seed000_before), make_upload("y", seed000_after)])
+    b, created = bundle_create(files=[make_upload("q", seed000_after),
+                                      make_upload("r", seed000_before)])
+    assert not created and a.pk == b.pk
+
+
+def test_bundle_create_shares_stored_file_between_bundles(make_upload, seed000_before,
+                                                          seed000_after):
+    """A file already stored for another bundle is not stored twice."""
+    a, _ = bundle_create(files=[make_upload("x", seed000_before)])
+    b, _ = bundle_create(files=[make_upload("x", seed000_before), make_upload("y", seed000_after)])
+    assert a.pk != b.pk
+    shared = b.files.get(name="x")
+    assert shared.storage_name == a.files.get().storage_name
+
+
+def test_bundle_create_queues_one_job(make_upload, seed000_before, django_capture_on_commit_callbacks,
+                                      monkeypatch, settings):
+    """A new bundle gets an AnalysisJob that is published only after the commit."""
+    sent = []
+    from workers import tasks
+
+    monkeypatch.setattr(tasks.analyze_bundle, "apply_async",
+                        lambda args, task_id, queue: sent.append((args, task_id, queue)))
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        bundle, _ = bundle_create(files=[make_upload("a", seed000_before)])
+        assert sent == []
+    job = AnalysisJob.objects.get(bundle=bundle)
+    assert job.state == "queued" and job.progress == 0
+    for cb in callbacks:
+        cb()
+    assert sent == [([job.pk], job.celery_task_id, settings.BLKREVIEW_ANALYSIS_QUEUE)]
+
+
+def test_bundle_create_rejects_empty_upload():
+    """No files at all is a clear error."""
+    with pytest.raises(UploadRejected, match="no files"):
+        bundle_create(files=[], side_label="baseline")
+
+
+def test_bundle_create_rejects_empty_file(make_upload):
+    """A zero-byte file is named in the error."""
+    with pytest.raises(UploadRejected, match="empty.txt: empty file"):
+        bundle_create(files=[make_upload("empty.txt", b"")])
+
+
+def test_bundle_create_rejects_unknown_format(make_upload):
+    """A file that is no known trace is refused before anything is stored."""
+    with pytest.raises(UploadRejected, match="notes.txt.*not a recognised"):
+        bundle_create(files=[make_upload("notes.txt", b"hello, this is not a trace\n")])
+    assert not TraceFile.objects.exists()
+
+
+def test_bundle_create_rejects_over_limit(make_upload, settings, seed000_before):
+    """A bundle over BLKREVIEW_MAX_UPLOAD_MB is refused with status 413."""
+    settings.BLKREVIEW_MAX_UPLOAD_BYTES = len(seed000_before) - 1
+    with pytest.raises(UploadTooLargeError) as exc:
+        bundle_create(files=[make_upload("big.txt", seed000_before)])
+    assert exc.value.status == 413
+    assert not TraceBundle.objects.exists()
+
+
+def test_bundle_create_limit_is_enforced_while_streaming(make_upload, settings, seed000_before):
+    """A file that claims a small size but streams more is cut off and removed from storage."""
+    settings.BLKREVIEW_MAX_UPLOAD_BYTES = 100
+    up = make_upload("liar.txt", seed000_before)
+    up.size = 10
+    before = set(default_storage.listdir("traces")[1]) if default_storage.exists("traces") else set()
+    with pytest.raises(UploadTooLargeError):
+        bundle_create(files=[up])
+    after = set(default_storage.listdir("traces")[1]) if default_storage.exists("traces") else set()
+    assert after == before
