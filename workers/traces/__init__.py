@@ -130,6 +130,11 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
         entries: list[tuple[Path, str, str]] = []
         for i, (p, label) in enumerate(zip(paths, labels, strict=True)):
             path = Path(p)
+            if path.stat().st_size == 0:
+                # blktrace leaves empty per-CPU files for idle CPUs
+                warnings.append(f"{label}: empty file skipped")
+                reports.append(FileReport(label, "empty", 0))
+                continue
             fmt = detect_format(path, name=label)
             if fmt in ("tar", "zip"):
                 dest = Path(tmp) / f"a{i}"
@@ -137,6 +142,10 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
                 reports.append(FileReport(label, fmt, path.stat().st_size))
                 for member_path, member_name in members:
                     mlabel = f"{label}:{member_name}"
+                    if member_path.stat().st_size == 0:
+                        warnings.append(f"{mlabel}: empty file skipped")
+                        reports.append(FileReport(mlabel, "empty", 0))
+                        continue
                     try:
                         mfmt = _member_format(member_path, mlabel)
                     except UnknownFormatError as exc:

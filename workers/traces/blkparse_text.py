@@ -6,7 +6,7 @@ genesis, pid, action letters, RWBS) followed by an action-specific tail (trace-f
 
 * ``Q I D B G S M F``: ``sector + nsec [comm]``; with ``nsec == 0`` only ``[comm]``; with ``-t``
   an ``(elapsed)`` field before the bracket.
-* ``C R``: ``sector + nsec [error]``.
+* ``C R``: ``sector + nsec [error]``; with ``nsec == 0`` ``sector [error]``.
 * ``P``: ``[comm]``; ``U UT``: ``[comm] depth``.
 * ``X``: ``sector / new_sector [comm]`` (``blk_add_trace_split``).
 * ``A``: ``sector + nsec <- (maj,min) from_sector`` (``blk_add_trace_bio_remap``); the header's
@@ -53,7 +53,7 @@ EVENT_START_RE = re.compile(r"^\s*\d+,\d+\s+\d+\s+\d+\s+\d+\.\d+\s+\d+\s+[A-Za-z
 _LOOKS_LIKE_EVENT = re.compile(r"^\s*\d+,\d+\s+\d+\s+\d+\s")
 
 _DEV_RE = re.compile(r"^(\d+),(\d+)$")
-_TAIL_GENERIC = re.compile(r"^(?:(\d+)\s+\+\s+(\d+)\s+)?(?:\(\s*\d+\)\s+)?\[(.*)\]$")
+_TAIL_GENERIC = re.compile(r"^(?:(\d+)\s+(?:\+\s+(\d+)\s+)?)?(?:\(\s*\d+\)\s+)?\[(.*)\]$")
 _TAIL_SPLIT = re.compile(r"^(\d+)\s+/\s+(\d+)\s+\[(.*)\]$")
 _TAIL_REMAP = re.compile(r"^(\d+)\s+\+\s+(\d+)\s+<-\s+\((\d+),(\d+)\)\s+(\d+)$")
 _TAIL_UNPLUG = re.compile(r"^\[(.*)\]\s+(\d+)$")
@@ -193,7 +193,8 @@ def _parse_event(parts: list[str], c: _Columns, rwbs_cache: _RwbsCache) -> None:
             t = _TAIL_GENERIC.match(tail)
             if t:
                 if t.group(1) is not None:
-                    sector, nr = int(t.group(1)), int(t.group(2))
+                    sector = int(t.group(1))
+                    nr = int(t.group(2)) if t.group(2) is not None else 0
                 last = t.group(3)
             else:
                 p = _TAIL_PC.match(tail)

@@ -20,8 +20,9 @@ equivalence tests:
   ``struct blk_io_trace_remap`` (be32 from, be32 to, be64 sector_from) and the event's device
   becomes ``device_to``.
 * With ``__BLK_TA_CGROUP`` (1 << 8) set, the first 8 payload bytes are the cgroup id.
-* comm: the pid -> comm map of BLK_TN_PROCESS notes from *all* files; the first note seen for
-  a pid wins (``add_ppm_hash``); pids without a note print ``(null)``.
+* comm: the pid -> comm map of BLK_TN_PROCESS notes from *all* files; the first note *read*
+  for a pid wins (``add_ppm_hash``), files in cpu order, so a note in ``.blktrace.0`` beats an
+  earlier-timed one in ``.blktrace.1``; pids without a note print ``(null)``.
 * genesis: the earliest record that is not a PROCESS/TIMESTAMP note (messages count).
 * Sequence gaps per (device, cpu) are reported as warnings with the byte offset: blkparse
   does not report them, but they mean the relay buffer dropped events.
@@ -251,9 +252,12 @@ def _decode(b: Any, be: bool, version: int,
                 bits |= RWBS_ZONE
         a: Any = np.uint64(0)
         a2: Any = np.uint32(0)
-        if code == 13 or code == 10 or code == 11:  # SPLIT, UNPLUG_IO, UNPLUG_TIMER
+        if code == 13:  # SPLIT: be64 new sector
             if pdu_avail >= 8:
                 a = _rd64(b, pdu_start, True)
+        elif code == 10 or code == 11:  # UNPLUG_IO/TIMER: be64 depth, printed as %u
+            if pdu_avail >= 8:
+                a = _rd64(b, pdu_start, True) & np.uint64(0xFFFFFFFF)
         elif code == 15:  # REMAP
             if pdu_avail >= 16:
                 a2 = _rd32(b, pdu_start, True)
@@ -531,12 +535,16 @@ def merge_raw(raws: list[RawBlktrace]) -> EventTable:
     if not raws:
         return EventTable.empty()
     warnings: list[str] = []
+    # blkparse reads NAME.blktrace.0, .1, ... one file after the other
+    raws = sorted(raws, key=lambda r: _natural_key(r.name))
     for r in raws:
         warnings.extend(r.warnings)
-    # one comm map for everything: the first PROCESS note for a pid wins (add_ppm_hash)
+    # one comm map for everything: the first PROCESS note read for a pid wins
+    # (add_ppm_hash in blkparse.c keeps an existing entry), in file order, not time order
     comm_of_pid: dict[int, str] = {}
-    for _t, pid, comm in sorted((p for r in raws for p in r.processes), key=lambda x: x[0]):
-        comm_of_pid.setdefault(pid, comm)
+    for r in raws:
+        for _t, pid, comm in r.processes:
+            comm_of_pid.setdefault(pid, comm)
     comms = [NULL_COMM]
     comm_index = {NULL_COMM: 0}
     for comm in comm_of_pid.values():
@@ -597,6 +605,14 @@ def merge_raw(raws: list[RawBlktrace]) -> EventTable:
         wall = sec * 1_000_000_000 + nsec - (t0 - genesis)
         merged.meta["wallclock_genesis_ns"] = wall
     return merged
+
+
+def _natural_key(name: str) -> tuple[str, int, str]:
+    """``vda.blktrace.10`` sorts after ``vda.blktrace.9``."""
+    base, dot, suffix = name.rpartition(".")
+    if dot and suffix.isdigit():
+        return (base, int(suffix), name)
+    return (name, -1, name)
 
 
 def parse_blktrace(path: str | Path, *, name: str | None = None) -> EventTable:

@@ -91,17 +91,18 @@ def write_blkparse(table: EventTable, out: TextIO) -> int:
         sector = cols["sector"][i]
         nr = cols["nr_sectors"][i]
         comm = comms[cols["comm"][i]]
-        if code in (ACT_QUEUE, ACT_INSERT, ACT_ISSUE, ACT_BOUNCE):
+        if code in (ACT_QUEUE, ACT_INSERT, ACT_ISSUE, ACT_BOUNCE, ACT_GETRQ, ACT_SLEEPRQ,
+                    ACT_BACKMERGE, ACT_FRONTMERGE):
             tail = f"{sector} + {nr} [{comm}]" if nr else f"[{comm}]"
-        elif code in (ACT_GETRQ, ACT_SLEEPRQ, ACT_BACKMERGE, ACT_FRONTMERGE):
-            tail = f"{sector} + {nr} [{comm}]"
         elif code in (ACT_COMPLETE, ACT_REQUEUE):
+            # blkparse: "sector + n [error]", or "sector [error]" for zero-length requests
             err = cols["error"][i] & 0xFFFF
-            tail = f"{sector} + {nr} [{err}]" if nr else f"[{err}]"
+            tail = f"{sector} + {nr} [{err}]" if nr else f"{sector} [{err}]"
         elif code == ACT_PLUG:
             tail = f"[{comm}]"
         elif code in (ACT_UNPLUG_IO, ACT_UNPLUG_TIMER):
-            tail = f"[{comm}] {cols['aux'][i]}"
+            # get_pdu_int() is printed with %u: the depth's low 32 bits
+            tail = f"[{comm}] {cols['aux'][i] & 0xFFFFFFFF}"
         elif code == ACT_SPLIT:
             tail = f"{sector} / {cols['aux'][i]} [{comm}]"
         elif code == ACT_REMAP:
