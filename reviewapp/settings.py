@@ -195,7 +195,7 @@ WHITENOISE_USE_FINDERS = DEBUG or EMBEDDED or TESTING or not STATIC_ROOT.exists(
 if not STATIC_ROOT.exists():
     # whitenoise warns once per process about the missing collectstatic directory; with
     # finders on, that is expected.
-    warnings.filterwarnings("ignore", message="No directory at", module="whitenoise.base")
+    warnings.filterwarnings("ignore", message="No directory at")
 
 # Uploads always go to a temporary file on disk, never wholly into memory (issue 2 item 2).
 # https://docs.djangoproject.com/en/5.2/ref/settings/#file-upload-handlers

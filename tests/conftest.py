@@ -32,6 +32,11 @@ DEMO = ROOT / "reviewapp" / "demo"
 # is harmless. Everything Django is imported lazily inside fixtures.
 
 
+def pytest_configure(config: Any) -> None:
+    # whitenoise warns that STATIC_ROOT does not exist: tests serve static files via finders.
+    config.addinivalue_line("filterwarnings", "ignore:No directory at:UserWarning")
+
+
 @pytest.fixture
 def password() -> str:
     return "s3cret-for-tests"

@@ -1,0 +1,154 @@
+"""End to end: REST upload -> real Celery worker process (Redis, PostgreSQL) -> results + page.
+
+The worker is ``celery -A workers.celery worker`` started by the ``celery_worker`` fixture
+(tests/conftest.py) against the test database. Data must be committed for it to see them, so
+these tests use transactional database access and pytest-django's live server.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import requests
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+SEED000 = Path("/work/shared/seeds/000_bd92b2ca435366b4.txt")
+
+
+def seed000_g_lines(which: str) -> list[str]:
+    """The G-stage lines quoted in seed 000 under "Before this patch" / "After this patch"."""
+    section = None
+    lines = []
+    for raw in SEED000.read_text().splitlines():
+        if "Before this patch" in raw:
+            section = "before"
+        elif "After this patch" in raw:
+            section = "after"
+        m = re.match(r"^> (8,0 .* G R \d+ \+ \d+ \[dd\])$", raw)
+        if m and section == which:
+            lines.append(m.group(1))
+    return lines
+
+
+def hand_seek_histogram(lines: list[str]) -> tuple[int, int, dict[tuple[int, int], int]]:
+    """|next - (prev + len)| per consecutive pair, in KB buckets [0,1) [1,2) [2,4) ..."""
+    reqs = []
+    for line in lines:
+        m = re.search(r" G R (\d+) \+ (\d+) ", line)
+        assert m
+        reqs.append((int(m.group(1)), int(m.group(2))))
+    buckets: dict[tuple[int, int], int] = {}
+    zero = 0
+    for (s0, n0), (s1, _) in zip(reqs, reqs[1:]):
+        dist_bytes = abs(s1 - (s0 + n0)) * 512
+        if dist_bytes == 0:
+            zero += 1
+        kb = dist_bytes // 1024
+        lo, hi = 0, 1
+        while kb >= hi:
+            lo, hi = hi, hi * 2
+        buckets[(lo, hi)] = buckets.get((lo, hi), 0) + 1
+    return len(reqs) - 1, zero, buckets
+
+
+def poll_job(session: requests.Session, url: str, waiter) -> dict:
+    def done():
+        job = session.get(url, timeout=10).json()
+        return job if job["state"] in ("succeeded", "failed") else None
+    return waiter(done, timeout=120, what=f"job {url}")
+
+
+@pytest.fixture
+def token_session(live_server, user) -> requests.Session:
+    from reviewapp.services.tokens import token_create
+
+    _, key = token_create(user=user, name="e2e")
+    s = requests.Session()
+    s.headers["Authorization"] = f"Token {key}"
+    return s
+
+
+def test_seed000_upload_worker_results_and_page(celery_worker, live_server, token_session,
+                                                waiter, tmp_path):
+    """Seed 000 G lines uploaded over REST are analyzed by the worker; numbers match by hand."""
+    before, after = seed000_g_lines("before"), seed000_g_lines("after")
+    assert (len(before), len(after)) == (7, 8)
+    (tmp_path / "before.txt").write_text("\n".join(before) + "\n")
+    (tmp_path / "after.txt").write_text("\n".join(after) + "\n")
+    with open(tmp_path / "before.txt", "rb") as b, open(tmp_path / "after.txt", "rb") as a:
+        resp = token_session.post(
+            f"{live_server.url}/api/v1/submissions/",
+            data={"title": "block: place split bios at the head of current->bio_list",
+                  "version": "v2", "baseline_kernel": "6.17.13", "patched_kernel": "6.18.15",
+                  "policy": "split_remainder=head"},
+            files=[("baseline_files", ("before.txt", b)), ("patched_files", ("after.txt", a))],
+            timeout=30,
+        )
+    assert resp.status_code == 201, resp.text
+    body = resp.json()
+    assert body["url"] == f"{live_server.url}/comparisons/{body['id']}/"
+    assert len(body["jobs"]) == 2
+    for job in body["jobs"]:
+        final = poll_job(token_session, job["url"], waiter)
+        assert final["state"] == "succeeded", final["error"]
+        assert final["progress"] == 100
+
+    results = token_session.get(body["results_url"], timeout=10).json()
+    assert results["status"] == "ready"
+    for side, lines in (("baseline", before), ("patched", after)):
+        seek = results[side][0]["results"]["devices"]["8,0"]["seek"]
+        cnt, zero, buckets = hand_seek_histogram(lines)
+        assert seek["stage"] == "G"
+        assert (seek["cnt"], seek["zero_cnt"]) == (cnt, zero)
+        got = {(lo, hi): c for lo, hi, c in zip(seek["edges_kb"], seek["edges_kb"][1:],
+                                                seek["counts"]) if c}
+        assert got == buckets
+        sizes = results[side][0]["results"]["devices"]["8,0"]["sizes"]
+        assert sizes["count"] == len(lines)
+        assert sizes["mean_bytes"] == 128 * 512
+    # The hand computation of the 7 "before" lines, written out: 192, 0, 384, 192, 256, 64 KB.
+    assert hand_seek_histogram(before) == (6, 1, {(0, 1): 1, (64, 128): 1, (128, 256): 2,
+                                                  (256, 512): 2})
+
+    page = requests.get(body["url"], timeout=10)  # anonymous: a public comparison
+    assert page.status_code == 200
+    html = page.text
+    assert "block: place split bios at the head of current-&gt;bio_list" in html
+    for key in ("8,0|seek-baseline", "8,0|seek-patched", "8,0|sizes-baseline",
+                "8,0|sizes-patched"):
+        assert f'data-figure="{key}"' in html
+    figures = re.search(r'<script id="figures-data" type="application/json">(.*?)</script>',
+                        html, re.S)
+    assert figures and '"128..256"' in figures.group(1)
+    assert "Zero-seek share" in html and "16.7" in html
+    assert "/static/reviewapp/plotly.min.js" in html
+    assert requests.get(f"{live_server.url}/static/reviewapp/plotly.min.js",
+                        timeout=10).status_code == 200
+    log = celery_worker["log"].read_text()
+    assert "workers.tasks.analyze_bundle" in log and "succeeded" in log
+
+
+def test_malformed_line_fails_job_with_file_line_reason(celery_worker, live_server,
+                                                        token_session, waiter, seed000_before):
+    """A malformed line fails the job with file, line and reason; no results are stored."""
+    from reviewapp.models import BundleResult
+
+    bad = seed000_before + b"8,0 0 486500 11.36 843 G R 1407x + 128 [dd]\n"
+    resp = token_session.post(
+        f"{live_server.url}/api/v1/bundles/", data={"role": "baseline"},
+        files=[("files", ("broken-before.txt", bad))], timeout=30)
+    assert resp.status_code == 201, resp.text
+    bundle = resp.json()
+    final = poll_job(token_session, bundle["job"]["url"], waiter)
+    assert final["state"] == "failed"
+    assert final["error"].startswith("broken-before.txt, line 8:")
+    assert final["error_detail"]["file"] == "broken-before.txt"
+    assert final["error_detail"]["line"] == 8
+    assert final["error_detail"]["reason"]
+    assert not BundleResult.objects.filter(bundle_id=bundle["id"]).exists()
+    res = token_session.get(bundle["results_url"], timeout=10).json()
+    assert res["state"] == "failed" and res["results"] is None
+    assert "line 8" in res["error"]
