@@ -11,12 +11,18 @@ from rest_framework.reverse import reverse
 from reviewapp.models import AnalysisJob, Comparison, Patch, TraceBundle, TraceFile
 
 
+@extend_schema_field({"type": ["object", "null"], "additionalProperties": True})
+class NullableObjectField(serializers.JSONField):
+    """A JSON object or null (documented as such; a bare JSONField documents as 'anything')."""
+
+
 def absolute(request: Any, path: str) -> str:
     return request.build_absolute_uri(path) if request is not None else path
 
 
 class JobOutput(serializers.ModelSerializer):
     url = serializers.SerializerMethodField()
+    error_detail = NullableObjectField(help_text="file, line, offset, reason of a parse error")
 
     class Meta:
         model = AnalysisJob
@@ -36,6 +42,7 @@ class TraceFileOutput(serializers.ModelSerializer):
 
 class BundleOutput(serializers.ModelSerializer):
     files = TraceFileOutput(many=True, read_only=True)
+    parse_error = NullableObjectField()
     job = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
     results_url = serializers.SerializerMethodField()
@@ -65,6 +72,8 @@ class BundleOutput(serializers.ModelSerializer):
 
 
 class PatchOutput(serializers.ModelSerializer):
+    fixes = serializers.ListField(child=serializers.CharField(), help_text="Fixes: tags")
+
     class Meta:
         model = Patch
         fields = ["id", "title", "version", "author", "message_id", "base_commit", "fixes",
@@ -116,9 +125,8 @@ class BundleResultsOutput(serializers.Serializer):
     bundle = serializers.IntegerField()
     state = serializers.CharField(help_text="the latest job's state")
     error = serializers.CharField(allow_blank=True)
-    results = serializers.JSONField(allow_null=True,
-                                    help_text="workers.analyzers.analyze output (docs/analyzers.md)")
-    ingest = serializers.JSONField(allow_null=True, help_text="files, warnings, manifest")
+    results = NullableObjectField(help_text="workers.analyzers.analyze output (docs/analyzers.md)")
+    ingest = NullableObjectField(help_text="files, warnings, manifest")
 
 
 class ComparisonResultsOutput(serializers.Serializer):
