@@ -1,0 +1,489 @@
+"""The replay driver: a bio stream, a stack and a policy in, a predicted EventTable out.
+
+Input is a :class:`BioStream`: either bios as a trace queued them on the top device
+(:func:`bios_from_table`) or application I/Os synthesized from a workload description
+(:func:`bios_from_workload`), which :func:`replay` turns into bios with the direct-I/O build
+model (:mod:`workers.model.build`) under the policy's ``bio_build``. Bios are grouped into
+*units*: the bios one thread submits under one plug (kernel-model.md section 7, "Plug
+boundaries").
+
+The simulation is discrete-event: units start at their time (trace mode) or when the thread's
+previous unit completed (synchronous workloads such as dd); each unit runs the submission path
+of :class:`workers.model.submit.Engine` to completion under one plug, then finishes the plug;
+devices dispatch while driver tags are free and complete requests at the times the device
+service model gives (``workers.model.timing.DeviceServer`` over
+``workers.model.device.DeviceModel``; a simple fallback if that is missing).
+
+The output has the shape the parsers produce: Q, X, A, G, M/F, I, D, C events per device, with
+``DeviceInfo`` (name and the effective limits in sysfs spelling) for every device of the stack
+and ``meta["model"]`` naming the policy, stack and seed. Deterministic for a given input and seed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from workers.errors import ModelConfigError
+from workers.events import (
+    ACT_COMPLETE,
+    ACT_GETRQ,
+    ACT_ISSUE,
+    ACT_QUEUE,
+    RWBS_DISCARD,
+    RWBS_READ,
+    RWBS_SYNC,
+    RWBS_WRITE,
+    DeviceInfo,
+    EventTable,
+)
+from workers.model.build import build_bios, natural_bio_pages
+from workers.model.plug import F_IDLE, F_SYNC, Bio
+from workers.model.policy import Policy, parse_size
+from workers.model.split import op_from_rwbs
+from workers.model.stack import Stack, all_limits
+from workers.model.submit import EV_COMPLETE, EV_UNIT, Engine, Unit
+
+#: Time a synchronous thread needs between one I/O's completion and the next submission.
+THINK_NS = 2_000
+
+
+@dataclass(frozen=True)
+class BioStream:
+    """Submitted bios (or application I/Os) as aligned numpy arrays.
+
+    Attributes:
+        time_ns: submission time of each row.
+        sector / nr_sectors: the range on the top device.
+        rwbs: RWBS_* bits (R, W, D, S ...).
+        pid: submitting thread.
+        plug: plug-boundary id: consecutive rows of one pid with the same id share a plug.
+        seg_bytes: contiguous-run length of the bio's memory (0 = contiguous), for the split
+            code's max_segments model.
+        bio_pages: for application I/Os (``app_io``): pages one full bio holds
+            (:func:`workers.model.build.natural_bio_pages`; 0 = buffer contiguous).
+        app_io: rows are application I/Os still to be built into bios under the policy.
+        depth: I/Os (units) a thread may have in flight; 1 = synchronous (dd, psync); 0 =
+            unbounded (trace replay at the recorded times).
+        comm: command name for the events.
+        top_dev: the device the stream was queued on (informational).
+    """
+
+    time_ns: npt.NDArray[np.int64]
+    sector: npt.NDArray[np.int64]
+    nr_sectors: npt.NDArray[np.int64]
+    rwbs: npt.NDArray[np.int64]
+    pid: npt.NDArray[np.int64]
+    plug: npt.NDArray[np.int64]
+    seg_bytes: npt.NDArray[np.int64]
+    bio_pages: npt.NDArray[np.int64]
+    app_io: bool = False
+    depth: int = 0
+    comm: str = "dd"
+    top_dev: int | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.sector)
+
+    @classmethod
+    def from_arrays(cls, sector: npt.ArrayLike, nr_sectors: npt.ArrayLike, *,
+                    rwbs: npt.ArrayLike | int = RWBS_READ, time_ns: npt.ArrayLike | None = None,
+                    pid: npt.ArrayLike | int = 1, plug: npt.ArrayLike | None = None,
+                    seg_bytes: npt.ArrayLike | int = 0, bio_pages: npt.ArrayLike | int = 0,
+                    app_io: bool = False, depth: int = 0, comm: str = "dd",
+                    top_dev: int | None = None) -> BioStream:
+        """Build a stream; ``plug=None`` gives every row its own plug."""
+        s = np.asarray(sector, dtype=np.int64).ravel()
+        n = len(s)
+
+        def col(v: Any, default: Any = 0) -> npt.NDArray[np.int64]:
+            if v is None:
+                v = default
+            return np.ascontiguousarray(np.broadcast_to(np.asarray(v, dtype=np.int64), (n,)))
+
+        nr = col(nr_sectors)
+        if np.any(nr <= 0):
+            raise ModelConfigError("every bio needs a positive length")
+        if np.any(s < 0):
+            raise ModelConfigError("negative sector")
+        return cls(time_ns=col(time_ns, 0), sector=s, nr_sectors=nr, rwbs=col(rwbs),
+                   pid=col(pid), plug=col(plug, np.arange(n)), seg_bytes=col(seg_bytes),
+                   bio_pages=col(bio_pages), app_io=app_io, depth=depth, comm=comm,
+                   top_dev=top_dev)
+
+
+# --- bios from a trace ---------------------------------------------------------------------------
+def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = None
+                    ) -> BioStream:
+    """The Q events of ``top_dev`` as a bio stream, with plug boundaries.
+
+    Plug boundaries (kernel-model.md section 7), in order of preference:
+
+    1. From the trace's issue state: a Q of thread *p* starts a new plug when every request
+       *p* got (G) before it was already dispatched (D) on its device, i.e. the previous plug
+       was finished; otherwise it shares the plug of *p*'s previous bio.
+    2. With no G/D events: the workload (``dd ... bs=N``: the bios of one read share a plug).
+    3. Otherwise one plug per bio.
+
+    Raises:
+        ModelConfigError: the table has no Q events on ``top_dev``.
+    """
+    is_q = (table.action == ACT_QUEUE) & (table.dev == top_dev)
+    rows = np.flatnonzero(is_q)
+    if len(rows) == 0:
+        raise ModelConfigError(f"no Q events on the top device {top_dev >> 20},"
+                               f"{top_dev & 0xFFFFF} to replay")
+    has_gd = bool(np.any(table.action == ACT_GETRQ)) and bool(np.any(table.action == ACT_ISSUE))
+    n = len(rows)
+    plug = np.arange(n, dtype=np.int64)
+    if has_gd:
+        plug = _plugs_from_issue_state(table, rows)
+    elif workload:
+        plug = _plugs_from_workload(workload, table.nr_sectors[rows].astype(np.int64),
+                                    table.pid[rows].astype(np.int64))
+    t = table.time_ns[rows].astype(np.int64)
+    if not table.time_known:
+        t = np.arange(n, dtype=np.int64) * 1000
+    comm = table.comms[int(table.comm[rows[0]])] if len(table.comms) > 1 else "dd"
+    return BioStream(time_ns=t - (t.min() if n else 0), sector=table.sector[rows].astype(np.int64),
+                     nr_sectors=table.nr_sectors[rows].astype(np.int64),
+                     rwbs=table.rwbs[rows].astype(np.int64), pid=table.pid[rows].astype(np.int64),
+                     plug=plug, seg_bytes=np.zeros(n, np.int64), bio_pages=np.zeros(n, np.int64),
+                     app_io=False, depth=0, comm=comm, top_dev=top_dev)
+
+
+def _plugs_from_issue_state(table: EventTable, q_rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+    """Plug ids from G/D bookkeeping (see :func:`bios_from_table`)."""
+    act = table.action
+    interesting = np.flatnonzero((act == ACT_GETRQ) | (act == ACT_ISSUE) | (act == ACT_QUEUE))
+    qset = {int(r): i for i, r in enumerate(q_rows)}
+    outstanding: dict[int, dict[int, int]] = {}  # dev -> sector -> pid
+    count: dict[int, int] = {}  # pid -> outstanding G
+    last_plug: dict[int, int] = {}
+    plug = np.zeros(len(q_rows), dtype=np.int64)
+    next_id = 0
+    devs = table.dev
+    secs = table.sector
+    nrs = table.nr_sectors
+    pids = table.pid
+    for r in interesting.tolist():
+        a = int(act[r])
+        if a == ACT_QUEUE:
+            i = qset.get(r)
+            if i is None:
+                continue
+            p = int(pids[r])
+            if count.get(p, 0) == 0 or p not in last_plug:
+                last_plug[p] = next_id
+                next_id += 1
+            plug[i] = last_plug[p]
+        elif a == ACT_GETRQ:
+            d = int(devs[r])
+            p = int(pids[r])
+            outstanding.setdefault(d, {})[int(secs[r])] = p
+            count[p] = count.get(p, 0) + 1
+        else:  # D
+            d = int(devs[r])
+            od = outstanding.get(d)
+            if not od:
+                continue
+            lo, hi = int(secs[r]), int(secs[r]) + int(nrs[r])
+            hits = [s for s in od if lo <= s < hi] if len(od) < 64 or lo not in od else [lo]
+            for s in hits:
+                p = od.pop(s)
+                count[p] = count.get(p, 1) - 1
+    return plug
+
+
+def _plugs_from_workload(workload: str, nr: npt.NDArray[np.int64], pid: npt.NDArray[np.int64]
+                         ) -> npt.NDArray[np.int64]:
+    m = re.search(r"\bbs=(\S+)", workload)
+    n = len(nr)
+    if not m:
+        return np.arange(n, dtype=np.int64)
+    try:
+        bs = parse_size(m.group(1).rstrip(",")) >> 9
+    except ModelConfigError:
+        return np.arange(n, dtype=np.int64)
+    plug = np.zeros(n, dtype=np.int64)
+    acc: dict[int, int] = {}
+    ids: dict[int, int] = {}
+    next_id = 0
+    for i in range(n):
+        p = int(pid[i])
+        if p not in ids or acc.get(p, 0) >= bs:
+            ids[p] = next_id
+            next_id += 1
+            acc[p] = 0
+        plug[i] = ids[p]
+        acc[p] += int(nr[i])
+    return plug
+
+
+# --- bios from a workload ------------------------------------------------------------------------
+def _kv(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in re.split(r"[,\s]+", text.strip()):
+        if not part:
+            continue
+        if "=" not in part:
+            raise ModelConfigError(f"workload item {part!r} is not key=value")
+        k, _, v = part.partition("=")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _contig(params: dict[str, str]) -> int:
+    if "joins" in params:
+        return natural_bio_pages(joins=_intp(params.pop("joins"), "joins"))
+    if "run" in params:
+        return natural_bio_pages(run_pages=_intp(params.pop("run"), "run"))
+    c = params.pop("contig", "none").lower()
+    if c in ("all", "yes", "contiguous"):
+        return 0
+    if c in ("none", "no", "fragmented"):
+        return natural_bio_pages(joins=0)
+    raise ModelConfigError(f"contig must be all or none, not {c!r}")
+
+
+def _intp(text: str, what: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise ModelConfigError(f"{what} must be a number, not {text!r}") from None
+    if v < 0:
+        raise ModelConfigError(f"{what} must not be negative")
+    return v
+
+
+_OPS = {"read": RWBS_READ, "write": RWBS_WRITE | RWBS_SYNC, "trim": RWBS_DISCARD,
+        "discard": RWBS_DISCARD}
+
+
+def bios_from_workload(spec: str, *, seed: int = 0) -> BioStream:
+    """Application I/Os from a workload description.
+
+    * ``dd:bs=4480k,count=100[,skip=0][,op=read|write][,contig=all|none|joins=J|run=R]``:
+      one synchronous direct I/O of ``bs`` at a time (one plug each), as ``dd iflag=direct``.
+    * ``fio:rw=read|write|randread|randwrite|trim,bs=1m,size=1g,numjobs=4,
+      offset_increment=1g,iodepth=1,count=N``: ``numjobs`` threads (pids 1..N), each over its
+      own range; random patterns use ``seed``; ``iodepth`` I/Os in flight per thread.
+
+    Buffers default to fragmented pages (``contig=none``: 1 MiB bios); the 6.1 capture's dd
+    buffer was contiguous (``contig=all``). Returns a stream with ``app_io=True``.
+
+    Raises:
+        ModelConfigError: unknown workload kind or key, bad number.
+    """
+    kind, _, rest = spec.strip().partition(":")
+    kind = kind.strip().lower()
+    params = _kv(rest)
+    bio_pages = _contig(params)
+    if kind == "dd":
+        bs = parse_size(params.pop("bs", "512")) >> 9
+        count = _intp(params.pop("count", "1"), "count")
+        skip = _intp(params.pop("skip", "0"), "skip")
+        op = params.pop("op", "read").lower()
+        for k in ("iflag", "oflag", "if", "of"):
+            params.pop(k, None)
+        if params:
+            raise ModelConfigError(f"unknown dd keys: {sorted(params)}")
+        if op not in _OPS:
+            raise ModelConfigError(f"dd op must be read, write or discard, not {op!r}")
+        if bs <= 0 or count <= 0:
+            raise ModelConfigError("dd needs bs > 0 and count > 0")
+        sector = (np.arange(count, dtype=np.int64) + skip) * bs
+        return BioStream.from_arrays(sector, bs, rwbs=_OPS[op], pid=1,
+                                     plug=np.arange(count), seg_bytes=4096 if bio_pages else 0,
+                                     bio_pages=bio_pages, app_io=True, depth=1, comm="dd")
+    if kind == "fio":
+        rw = params.pop("rw", "read").lower()
+        bs = parse_size(params.pop("bs", "4k")) >> 9
+        numjobs = _intp(params.pop("numjobs", "1"), "numjobs")
+        size = parse_size(params.pop("size", "1g")) >> 9
+        inc = parse_size(params.pop("offset_increment", "0")) >> 9
+        iodepth = _intp(params.pop("iodepth", "1"), "iodepth")
+        count = _intp(params.pop("count", "0"), "count") or max(size // max(bs, 1), 1)
+        offset = parse_size(params.pop("offset", "0")) >> 9
+        for k in ("ioengine", "direct", "name"):
+            params.pop(k, None)
+        if params:
+            raise ModelConfigError(f"unknown fio keys: {sorted(params)}")
+        base = rw.replace("rand", "")
+        if base not in _OPS or bs <= 0 or numjobs <= 0 or iodepth <= 0:
+            raise ModelConfigError(f"bad fio workload {spec!r}")
+        rng = np.random.default_rng(seed)
+        secs, pids = [], []
+        for j in range(numjobs):
+            start = offset + j * inc
+            if rw.startswith("rand"):
+                slots = max(size // bs, 1)
+                off = rng.integers(0, slots, size=count) * bs
+            else:
+                off = (np.arange(count, dtype=np.int64) * bs) % max(size - size % bs, bs)
+            secs.append(start + off)
+            pids.append(np.full(count, j + 1))
+        # interleave jobs round-robin so thread order does not bias the start
+        sec = np.stack(secs, axis=1).ravel()
+        pid = np.stack(pids, axis=1).ravel()
+        return BioStream.from_arrays(sec, bs, rwbs=_OPS[base], pid=pid, plug=np.arange(len(sec)),
+                                     seg_bytes=4096 if bio_pages else 0, bio_pages=bio_pages,
+                                     app_io=True, depth=iodepth, comm="fio")
+    raise ModelConfigError(f"unknown workload kind {kind!r} (dd, fio)")
+
+
+# --- replay ----------------------------------------------------------------------------------------
+class _Thread:
+    __slots__ = ("pid", "units", "next", "inflight", "depth", "sync")
+
+    def __init__(self, pid: int, depth: int) -> None:
+        self.pid = pid
+        self.units: list[tuple[int, list[int]]] = []  # (time, row indices)
+        self.next = 0
+        self.inflight = 0
+        self.depth = depth
+        self.sync = depth > 0
+
+
+def _flags_of(rwbs: int) -> int:
+    if rwbs & RWBS_SYNC:
+        return F_SYNC | (F_IDLE if rwbs & RWBS_WRITE else 0)
+    return 0
+
+
+def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
+           record: bool = True) -> EventTable:
+    """Predict the events every device of ``stack`` sees for ``bios`` under ``policy``.
+
+    Args:
+        bios: trace bios (:func:`bios_from_table`) or application I/Os
+            (:func:`bios_from_workload`, built here under ``policy.bio_build``).
+        stack: the device tree.
+        policy: kernel behaviour (a preset, possibly with overrides).
+        seed: recorded in the output's meta; the replay itself has no randomness.
+        record: False skips the event table (benchmarks of the state machine alone).
+
+    Returns:
+        An EventTable sorted by time with per-device seq numbers.
+    """
+    eng = Engine(stack, policy, record=record)
+    top = stack.top.dev
+    if bios.app_io:
+        lim = eng.limits[top]
+        built = build_bios(bios.sector, bios.nr_sectors, bios.bio_pages, policy,
+                           max_sectors=lim.max_sectors, seg_bytes=bios.seg_bytes,
+                           lbs=lim.logical_block_size)
+        src = built.io
+        sector, nr, seg = built.sector, built.nr_sectors, built.seg_bytes
+        time_ns, rwbs, pid, plug = (bios.time_ns[src], bios.rwbs[src], bios.pid[src],
+                                    bios.plug[src])
+    else:
+        sector, nr, seg = bios.sector, bios.nr_sectors, bios.seg_bytes
+        time_ns, rwbs, pid, plug = bios.time_ns, bios.rwbs, bios.pid, bios.plug
+    threads: dict[int, _Thread] = {}
+    n = len(sector)
+    pid_l = pid.tolist()
+    plug_l = plug.tolist()
+    time_l = time_ns.tolist()
+    last_key: dict[int, int] = {}
+    for i in range(n):
+        p = pid_l[i]
+        th = threads.get(p)
+        if th is None:
+            th = threads[p] = _Thread(p, bios.depth)
+        if last_key.get(p) != plug_l[i] or not th.units:
+            th.units.append((time_l[i], [i]))
+            last_key[p] = plug_l[i]
+        else:
+            th.units[-1][1].append(i)
+    sector_l, nr_l, seg_l, rwbs_l = sector.tolist(), nr.tolist(), seg.tolist(), rwbs.tolist()
+    ops = [op_from_rwbs(r) for r in rwbs_l] if n else []
+
+    def schedule(th: _Thread, t: int) -> None:
+        while th.next < len(th.units) and (not th.sync or th.inflight < th.depth):
+            ut, _ = th.units[th.next]
+            start = max(ut, t) if th.sync else ut
+            eng.hseq += 1
+            heapq.heappush(eng.heap, (start, eng.hseq, EV_UNIT, (th, th.next)))
+            th.next += 1
+            th.inflight += 1
+
+    def unit_done(unit: Unit, t: int) -> None:
+        th = unit.thread
+        assert isinstance(th, _Thread)
+        th.inflight -= 1
+        if th.sync:
+            schedule(th, t + THINK_NS)
+
+    eng.on_unit_done = unit_done
+    for th in threads.values():
+        schedule(th, 0)
+    heap = eng.heap
+    while heap:
+        t, _, kind, payload = heapq.heappop(heap)
+        if kind == EV_COMPLETE:
+            eng.now = max(eng.now, t)
+            eng.complete(payload, t)
+            continue
+        th, ui = payload
+        unit = Unit(th, ui)
+        eng.now = max(eng.now, t)
+        plug_obj = eng.make_plug()
+        eng.plug = plug_obj
+        for i in th.units[ui][1]:
+            eng.now = max(eng.now, time_l[i]) if not th.sync else eng.now
+            b = Bio(top, sector_l[i], nr_l[i], ops[i], rwbs_l[i], _flags_of(rwbs_l[i]), unit,
+                    None, 0, seg_l[i], th.pid)
+            eng.submit_bio(b)
+        unit.submitted = True
+        plug_obj.flush(False)
+        eng.plug = None
+        if unit.outstanding == 0:
+            unit_done(unit, eng.now)
+    return _table(eng, stack, policy, bios, seed) if record else EventTable.empty()
+
+
+def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int) -> EventTable:
+    rows = eng.ev_rows
+    if rows:
+        arr = np.array(rows, dtype=np.int64)
+    else:
+        arr = np.zeros((0, 9), dtype=np.int64)
+    order = np.argsort(arr[:, 0], kind="stable")
+    arr = arr[order]
+    t = arr[:, 0]
+    if len(t):
+        t = t - t.min()
+    dev = arr[:, 1]
+    seq = np.zeros(len(arr), dtype=np.int64)
+    for d in np.unique(dev):
+        m = dev == d
+        seq[m] = np.arange(1, int(m.sum()) + 1)
+    pid = arr[:, 2]
+    limits = all_limits(stack, policy)
+    devices = {node.dev: DeviceInfo(dev=node.dev, name=node.name,
+                                    limits=limits[node.dev].to_sysfs())
+               for node in stack.nodes()}
+    comm = np.where(pid == 0, 0, 1)
+    return EventTable({"time_ns": t, "seq": seq, "dev": dev, "cpu": np.zeros(len(arr)),
+                       "pid": pid, "action": arr[:, 3], "rwbs": arr[:, 4], "sector": arr[:, 5],
+                       "nr_sectors": arr[:, 6], "aux": arr[:, 7], "aux2": arr[:, 8],
+                       "comm": comm},
+                      comms=["(null)", bios.comm], devices=devices, time_known=True,
+                      meta={"model": {"predicted": True, "policy": policy.to_dict(),
+                                      "stack": stack.describe(), "seed": seed,
+                                      "requests": eng.n_requests}})
+
+
+def completed_all(table: EventTable) -> bool:
+    """Every D has its C (a sanity check used by tests)."""
+    d = int(np.sum(table.action == ACT_ISSUE))
+    c = int(np.sum((table.action == ACT_COMPLETE) & np.isin(table.dev, list(table.devices))))
+    return c >= d

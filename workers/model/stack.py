@@ -1,0 +1,447 @@
+"""Stacks of block devices: a plain disk, md raid0/raid5/linear, a bcache-like cache device.
+
+A stack is a small tree of :class:`Node` objects, top device first, described by a bundle
+manifest (architecture.md ``[stack]``) or a short spec (``"raid5:disks=8,chunk=64k"``). Nodes
+hold what the manifest says (dev numbers, chunk, layout, sysfs limit overrides, a service
+model spec); :func:`node_limits` turns that into the :class:`QueueLimits` the kernel would
+compute under a given :class:`Policy`, with **manifest limits always winning** over defaults.
+
+Mapping functions follow drivers/md:
+
+* :func:`raid5_map`: ``raid5_compute_sector`` for the LEFT_SYMMETRIC layout (also
+  right/left asymmetric/symmetric for completeness): parity disk ``D - stripe mod n``, data
+  disk ``(pd + 1 + chunk mod D) mod n``.
+* :func:`raid0_map`: ``map_sector`` for equal-size members (one zone) and the multi-zone
+  ORIG / ALT layouts (``find_zone``).
+* :func:`linear_map`: ``which_dev`` over concatenated members.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.errors import ModelConfigError
+from workers.events import dev_str, make_dev, parse_dev
+from workers.model.limits import UNLIMITED, QueueLimits
+from workers.model.policy import Policy, parse_size
+
+KINDS = ("disk", "raid0", "raid5", "linear", "cache")
+#: md kinds are bio-based (BD_HAS_SUBMIT_BIO): they go through __submit_bio_noacct.
+BIO_BASED = frozenset({"raid0", "raid5", "linear", "cache"})
+#: RAID5_MAX_REQ_STRIPES << (stripe shift of a 4K stripe): raid5's max_hw_sectors (1 MiB).
+RAID5_MAX_HW_SECTORS = 256 << 3
+#: Member size when the manifest does not give one (big enough never to matter).
+HUGE = 1 << 40
+#: Default max_hw_sectors of a disk (SCSI/ATA: 32767 KiB).
+DISK_MAX_HW_SECTORS = 65534
+
+
+@dataclass(frozen=True)
+class Node:
+    """One device of a stack.
+
+    Attributes:
+        dev: dev_t (``make_dev(major, minor)``).
+        name: device name (``md0``, ``sda``).
+        kind: ``disk`` | ``raid0`` | ``raid5`` | ``linear`` | ``cache``.
+        members: lower devices (raid members; for ``cache`` the cache disk first, then an
+            optional backing disk).
+        chunk_sectors: md chunk in sectors.
+        data_offset: sectors before md data on each member.
+        layout: raid5 ``left-symmetric`` (default) etc.; raid0 ``orig`` | ``alt``.
+        sizes: member data sizes in sectors (linear concatenation, raid0 zones).
+        limits: sysfs overrides from the manifest (``max_sectors_kb`` ...); they win.
+        device: service-model spec for :func:`workers.model.device.device_from_spec`.
+    """
+
+    dev: int
+    name: str
+    kind: str = "disk"
+    members: tuple[Node, ...] = ()
+    chunk_sectors: int = 0
+    data_offset: int = 0
+    layout: str = ""
+    sizes: tuple[int, ...] = ()
+    limits: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    device: Any = field(default=None, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ModelConfigError(f"unknown stack kind {self.kind!r}; known: {', '.join(KINDS)}")
+        if self.kind in ("raid0", "raid5"):
+            if self.chunk_sectors <= 0:
+                raise ModelConfigError(f"{self.kind} needs a positive chunk size")
+            need = 3 if self.kind == "raid5" else 1
+            if len(self.members) < need:
+                raise ModelConfigError(f"{self.kind} needs at least {need} members")
+        if self.kind in ("linear", "cache") and not self.members:
+            raise ModelConfigError(f"{self.kind} needs members")
+        if self.kind == "disk" and self.members:
+            raise ModelConfigError("a disk has no members")
+
+    @property
+    def bio_based(self) -> bool:
+        return self.kind in BIO_BASED
+
+    def member_size(self, i: int) -> int:
+        return self.sizes[i] if i < len(self.sizes) and self.sizes[i] > 0 else HUGE
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A tree of devices; ``top`` receives the submitted bios."""
+
+    top: Node
+
+    def nodes(self) -> list[Node]:
+        """Every node once, top first (depth first)."""
+        out: list[Node] = []
+        seen: set[int] = set()
+
+        def walk(n: Node) -> None:
+            if n.dev in seen:
+                return
+            seen.add(n.dev)
+            out.append(n)
+            for m in n.members:
+                walk(m)
+
+        walk(self.top)
+        return out
+
+    def by_dev(self) -> dict[int, Node]:
+        return {n.dev: n for n in self.nodes()}
+
+    def disks(self) -> list[Node]:
+        return [n for n in self.nodes() if n.kind == "disk"]
+
+    def describe(self) -> str:
+        def one(n: Node) -> str:
+            extra = f" chunk={n.chunk_sectors // 2}k" if n.chunk_sectors else ""
+            inner = ", ".join(one(m) for m in n.members)
+            return f"{n.name}({dev_str(n.dev)}) {n.kind}{extra}" + (f" [{inner}]" if inner else "")
+        return one(self.top)
+
+
+# --- limits ------------------------------------------------------------------------------------
+def node_limits(node: Node, policy: Policy, member_limits: Sequence[QueueLimits] = ()
+                ) -> QueueLimits:
+    """The queue limits a kernel under ``policy`` gives ``node`` (manifest overrides win).
+
+    Defaults follow kernel-model.md section 1(a): raid5 ``raid5_set_limits`` (max_hw 1 MiB,
+    USHRT_MAX segments, io_min chunk, io_opt stripe width), raid0 ``raid0_set_limits``
+    (max_hw = chunk_sectors = chunk), and ``blk_validate_limits`` for max_sectors with the
+    preset's BLK_DEF_MAX_SECTORS_CAP. ``md_io_opt_align=on`` sets md chunk_sectors to the stripe
+    width and max_hw_sectors to a multiple of io_opt (seen on 7.2: 7168 / 3584 KiB).
+    """
+    cap = policy.max_sectors_cap_kb * 2
+    c = node.chunk_sectors
+    if node.kind == "disk":
+        hw = DISK_MAX_HW_SECTORS
+        base = QueueLimits(max_sectors=min(hw, cap), max_hw_sectors=hw,
+                           max_discard_sectors=0xFFFFFFFF >> 9, discard_granularity=512)
+    elif node.kind == "raid5":
+        data = len(node.members) - 1
+        io_opt = c * data
+        hw = RAID5_MAX_HW_SECTORS
+        chunk = 0
+        if policy.md_io_opt_align == "on":
+            hw = max(io_opt, hw - hw % io_opt)
+            chunk = io_opt
+        ms = _validate_max_sectors(hw, cap, io_opt, c)
+        base = QueueLimits(max_sectors=ms, max_hw_sectors=hw, chunk_sectors=chunk,
+                           max_segments=65535, max_segment_size=0xFFFFFFFF, io_min=c << 9,
+                           io_opt=io_opt << 9, max_discard_sectors=0, rotational=1)
+    elif node.kind == "raid0":
+        n = len(node.members)
+        io_opt = c * n
+        hw = c
+        chunk = c
+        if policy.md_io_opt_align == "on":
+            hw = io_opt
+            chunk = io_opt
+        ms = _validate_max_sectors(hw, cap, io_opt, c)
+        if policy.raid0_discard == "per_chunk":
+            md, gran = c, c << 9
+        else:
+            md, gran = 0xFFFFFFFF >> 9, 512
+        base = QueueLimits(max_sectors=ms, max_hw_sectors=hw, chunk_sectors=chunk,
+                           max_segments=65535, max_segment_size=0xFFFFFFFF, io_min=c << 9,
+                           io_opt=io_opt << 9, max_discard_sectors=md, discard_granularity=gran)
+    else:  # linear, cache: stacked limits (blk_stack_limits takes the minimum)
+        ms = min((m.max_sectors for m in member_limits), default=min(DISK_MAX_HW_SECTORS, cap))
+        hw = min((m.max_hw_sectors for m in member_limits), default=DISK_MAX_HW_SECTORS)
+        mds = min((m.max_discard_sectors for m in member_limits), default=0)
+        base = QueueLimits(max_sectors=ms, max_hw_sectors=max(hw, ms), max_segments=65535,
+                           max_segment_size=0xFFFFFFFF, max_discard_sectors=mds)
+    if node.limits:
+        return QueueLimits.from_sysfs(node.limits, base=base, max_sectors_cap_kb=
+                                      policy.max_sectors_cap_kb)
+    return base
+
+
+def _validate_max_sectors(hw: int, cap: int, io_opt: int, io_min: int) -> int:
+    """blk_validate_limits step 2 (no max_user_sectors)."""
+    if io_opt > cap:
+        return min(hw, io_opt)
+    if io_min > cap:
+        return min(hw, io_min)
+    return min(hw, cap)
+
+
+def all_limits(stack: Stack, policy: Policy) -> dict[int, QueueLimits]:
+    """Limits of every node, members before the stacked devices that depend on them."""
+    out: dict[int, QueueLimits] = {}
+
+    def walk(n: Node) -> QueueLimits:
+        if n.dev in out:
+            return out[n.dev]
+        mem = [walk(m) for m in n.members]
+        out[n.dev] = node_limits(n, policy, mem)
+        return out[n.dev]
+
+    walk(stack.top)
+    return out
+
+
+# --- mapping ---------------------------------------------------------------------------------
+def raid5_map(sector: int, chunk: int, raid_disks: int, layout: str = "left-symmetric"
+              ) -> tuple[int, int, int]:
+    """(data disk, member sector without data_offset, parity disk): raid5_compute_sector."""
+    data_disks = raid_disks - 1
+    chunk_number = sector // chunk
+    off = sector % chunk
+    stripe = chunk_number // data_disks
+    dd_idx = chunk_number % data_disks
+    if layout in ("left-symmetric", "left_symmetric", "", "2"):
+        pd = data_disks - stripe % raid_disks
+        disk = (pd + 1 + dd_idx) % raid_disks
+    elif layout in ("left-asymmetric", "left_asymmetric", "0"):
+        pd = data_disks - stripe % raid_disks
+        disk = dd_idx + 1 if dd_idx >= pd else dd_idx
+    elif layout in ("right-asymmetric", "right_asymmetric", "1"):
+        pd = stripe % raid_disks
+        disk = dd_idx + 1 if dd_idx >= pd else dd_idx
+    elif layout in ("right-symmetric", "right_symmetric", "3"):
+        pd = stripe % raid_disks
+        disk = (pd + 1 + dd_idx) % raid_disks
+    else:
+        raise ModelConfigError(f"unknown raid5 layout {layout!r}")
+    return disk, stripe * chunk + off, pd
+
+
+def raid0_map(sector: int, chunk: int, sizes: Sequence[int], layout: str = "orig"
+              ) -> tuple[int, int]:
+    """(member index, member sector without data_offset): find_zone + map_sector.
+
+    Zones: zone k covers the members whose size exceeds the previous zone's end (per member);
+    equal members give one zone. ``layout`` selects RAID0_ORIG_LAYOUT (absolute sector picks
+    the disk) or RAID0_ALT_MULTIZONE_LAYOUT (zone-relative sector).
+    """
+    n = len(sizes)
+    # round member sizes down to whole chunks, as raid0 does
+    sz = [s - s % chunk for s in sizes]
+    zone_start_array = 0
+    dev_start = 0
+    order = sorted(set(sz))
+    for z_end_member in order:
+        members = [i for i in range(n) if sz[i] >= z_end_member]
+        nb = len(members)
+        zone_len = (z_end_member - dev_start) * nb
+        if sector < zone_start_array + zone_len:
+            zrel = sector - zone_start_array
+            if layout == "alt":
+                idx = (zrel // chunk) % nb
+            else:
+                idx = (sector // chunk) % nb
+            msec = (zrel // (chunk * nb)) * chunk + sector % chunk + dev_start
+            return members[idx], msec
+        zone_start_array += zone_len
+        dev_start = z_end_member
+    raise ModelConfigError(f"sector {sector} is beyond the raid0 array")
+
+
+def linear_map(sector: int, sizes: Sequence[int]) -> tuple[int, int, int]:
+    """(member index, member sector, sectors left on that member): which_dev."""
+    start = 0
+    for i, s in enumerate(sizes):
+        if sector < start + s:
+            return i, sector - start, start + s - sector
+        start += s
+    raise ModelConfigError(f"sector {sector} is beyond the linear array")
+
+
+# --- construction ------------------------------------------------------------------------------
+_SD_NAMES = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _disk_node(i: int, limits: Mapping[str, Any], device: Any) -> Node:
+    dev = make_dev(8, 16 * i)
+    return Node(dev=dev, name=f"sd{_SD_NAMES[i % 26]}", kind="disk", limits=dict(limits),
+                device=device)
+
+
+def stack_from_spec(spec: str) -> Stack:
+    """A stack from ``kind:key=value,...``.
+
+    Kinds: ``disk``, ``raid0``, ``raid5``, ``linear``, ``cache`` (alias ``bcache``). Keys:
+    ``disks`` (members), ``chunk`` (``64k``), ``layout``, ``data_offset`` (sectors),
+    ``device`` (service model: hdd, sata_ssd, nvme, ufs), ``scheduler``, ``queue_depth``,
+    ``nr_requests``, any sysfs limit of the members (``max_sectors_kb`` ...) and ``md_<limit>``
+    for the array's own limits (``md_max_sectors_kb=1024``). Members are sda, sdb, ...
+    (8,0 8,16 ...), the array is md0 (9,0), a cache device bcache0 (252,0).
+
+    Raises:
+        ModelConfigError: unknown kind, key or bad value.
+    """
+    text = spec.strip()
+    kind, _, rest = text.partition(":")
+    kind = kind.strip().lower()
+    if kind == "bcache":
+        kind = "cache"
+    if kind not in KINDS:
+        raise ModelConfigError(f"unknown stack kind {kind!r} in {spec!r}; known: {', '.join(KINDS)}")
+    params: dict[str, str] = {}
+    for part in rest.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise ModelConfigError(f"stack item {part!r} is not key=value")
+        k, _, v = part.partition("=")
+        params[k.strip()] = v.strip()
+    try:
+        n = int(params.pop("disks", "1" if kind == "disk" else "2"))
+    except ValueError:
+        raise ModelConfigError("disks must be a number") from None
+    chunk = parse_size(params.pop("chunk", "512k")) >> 9
+    layout = params.pop("layout", "")
+    data_offset = _int(params.pop("data_offset", "0"), "data_offset")
+    device = params.pop("device", None)
+    member_limits: dict[str, Any] = {}
+    md_limits: dict[str, Any] = {}
+    for k, v in params.items():
+        if k.startswith("md_"):
+            md_limits[k[3:]] = v
+        else:
+            member_limits[k] = v
+    QueueLimits.from_sysfs(member_limits)  # validate names early
+    if md_limits:
+        QueueLimits.from_sysfs(md_limits)
+    if kind == "disk":
+        if n != 1:
+            raise ModelConfigError("a disk stack has exactly one disk")
+        return Stack(_disk_node(0, member_limits, device))
+    if kind == "cache":
+        cache = Node(dev=make_dev(8, 0), name="sda", kind="disk", limits=dict(member_limits),
+                     device=device or "nvme")
+        backing = Node(dev=make_dev(8, 16), name="sdb", kind="disk", device="hdd")
+        return Stack(Node(dev=make_dev(252, 0), name="bcache0", kind="cache",
+                          members=(cache, backing), limits=md_limits))
+    members = tuple(_disk_node(i, member_limits, device) for i in range(n))
+    return Stack(Node(dev=make_dev(9, 0), name="md0", kind=kind, members=members,
+                      chunk_sectors=chunk, data_offset=data_offset, layout=layout,
+                      limits=md_limits))
+
+
+def _int(text: Any, what: str) -> int:
+    try:
+        return int(str(text).strip(), 0)
+    except ValueError:
+        raise ModelConfigError(f"{what} must be a number, not {text!r}") from None
+
+
+def _manifest_dict(manifest: Any) -> dict[str, Any]:
+    if isinstance(manifest, Mapping):
+        return dict(manifest)
+    out: dict[str, Any] = {}
+    for key in ("kernel", "stack", "limits", "devices", "workload", "md"):
+        if hasattr(manifest, key):
+            out[key] = getattr(manifest, key)
+    return out
+
+
+def stack_from_manifest(manifest: Any) -> Stack:
+    """A stack from a bundle manifest (architecture.md layout; a dict or a traces Manifest).
+
+    ``[stack]`` gives ``top``, ``kind``, ``chunk_kb``, ``layout``, ``members`` (dev numbers),
+    ``data_offset_sectors``, optional ``sizes_sectors`` and ``device`` / ``[devices]`` service
+    models; ``[limits."maj,min"]`` tables become each node's sysfs overrides.
+
+    Raises:
+        ModelConfigError: missing or malformed fields.
+    """
+    m = _manifest_dict(manifest)
+    st = dict(m.get("stack") or {})
+    limits = {str(k): dict(v) for k, v in (m.get("limits") or {}).items()
+              if isinstance(v, Mapping)}
+    names = {}
+    for name, devtext in (m.get("devices") or {}).items():
+        if isinstance(devtext, str) and re.match(r"^\d+[,:]\d+$", devtext):
+            names[parse_dev(devtext)] = str(name)
+    service = st.get("device_models") or {}
+    if not st:
+        raise ModelConfigError("manifest has no [stack] table")
+    kind = str(st.get("kind", "disk")).lower()
+    if kind == "bcache":
+        kind = "cache"
+    top_text = st.get("top")
+    if not top_text:
+        raise ModelConfigError("manifest [stack] needs top = \"maj,min\"")
+    try:
+        top = parse_dev(str(top_text))
+    except ValueError:
+        raise ModelConfigError(f"bad top device {top_text!r}") from None
+
+    def lim(dev: int) -> dict[str, Any]:
+        return dict(limits.get(dev_str(dev), {}))
+
+    def model(dev: int) -> Any:
+        if isinstance(service, Mapping) and dev_str(dev) in service:
+            return service[dev_str(dev)]
+        return st.get("device")
+
+    def disk(dev: int, default_name: str) -> Node:
+        return Node(dev=dev, name=names.get(dev, default_name), kind="disk", limits=lim(dev),
+                    device=model(dev))
+
+    if kind == "disk":
+        return Stack(disk(top, "disk"))
+    members_text = st.get("members") or []
+    if not isinstance(members_text, Sequence) or isinstance(members_text, str):
+        raise ModelConfigError("manifest [stack] members must be a list of \"maj,min\"")
+    try:
+        member_devs = [parse_dev(str(x)) for x in members_text]
+    except ValueError:
+        raise ModelConfigError(f"bad member list {members_text!r}") from None
+    members = tuple(disk(d, f"member{i}") for i, d in enumerate(member_devs))
+    chunk_kb = st.get("chunk_kb", st.get("chunk", 0))
+    chunk = _int(chunk_kb, "chunk_kb") * 2 if not isinstance(chunk_kb, str) or \
+        chunk_kb.strip().isdigit() else parse_size(chunk_kb) >> 9
+    sizes = tuple(_int(x, "sizes_sectors") for x in (st.get("sizes_sectors") or ()))
+    layout = str(st.get("layout", ""))
+    if kind == "raid0" and layout not in ("", "orig", "alt"):
+        layout = "alt" if "alt" in layout else "orig"
+    node = Node(dev=top, name=names.get(top, "md0" if kind != "cache" else "bcache0"),
+                kind=kind, members=members, chunk_sectors=chunk,
+                data_offset=_int(st.get("data_offset_sectors", 0), "data_offset_sectors"),
+                layout=layout, sizes=sizes, limits=lim(top))
+    return Stack(node)
+
+
+def with_limits(stack: Stack, overrides: Mapping[int, Mapping[str, Any]]) -> Stack:
+    """A copy of ``stack`` with extra sysfs overrides per dev."""
+    def rebuild(n: Node) -> Node:
+        mem = tuple(rebuild(m) for m in n.members)
+        lim = dict(n.limits)
+        lim.update(overrides.get(n.dev, {}))
+        return dataclasses.replace(n, members=mem, limits=lim)
+    return Stack(rebuild(stack.top))
+
+
+__all__ = ["Node", "Stack", "node_limits", "all_limits", "raid5_map", "raid0_map", "linear_map",
+           "stack_from_spec", "stack_from_manifest", "with_limits", "UNLIMITED"]

@@ -1,0 +1,462 @@
+"""Submission: ``current->bio_list`` recursion, stacked drivers and ``blk_mq_submit_bio``.
+
+:class:`Engine` holds the state one replay needs (stack, limits, plug of the running thread,
+device queues, the event recorder) and implements, in kernel order:
+
+* ``submit_bio_noacct_nocheck(bio, split)`` (block/blk-core.c): with ``current->bio_list``
+  active, append the bio to list[0] (or, for a split remainder under ``split_remainder=head``,
+  prepend it: b2f5974079d8); else run ``__submit_bio_noacct_mq`` (blk-mq disk: one list, FIFO)
+  or ``__submit_bio_noacct`` (bio-based md/bcache: a fresh list per level; after each
+  ``->submit_bio`` the new bios are sorted into lower-level first, then same level, then the
+  older pending list[1]). Q is traced when a bio first enters (not for remainders).
+* ``md_submit_bio``: ``bio_split_to_limits`` on the md queue (X, front REQ_NOMERGE, the remainder
+  resubmitted), then ``bio->bi_opf &= ~REQ_NOMERGE`` when ``split_nomerge=cleared_by_md``, then
+  the personality: raid5 ``chunk_aligned_read`` (split at the chunk with plain ``bio_split``,
+  traced as X only by the 6.18 ``bio_submit_split_bioset``) + ``raid5_read_one_chunk`` (remap A
+  to the member, ``submit_bio_noacct``); raid0 ``raid0_make_request`` / ``raid0_handle_discard``
+  (``raid0_discard=per_member``); linear; a bcache-like driver that resubmits to its cache disk
+  with op flags ``reset`` or ``preserve`` (seed 004).
+* ``blk_mq_submit_bio``: split to limits, plug merge (``blk_attempt_plug_merge``), elevator
+  merge, get a request (G), add it to the plug or issue it.
+
+Raid5 writes are modelled per chunk as a data write plus a parity write of the same member
+range (no stripe cache, no read-modify-write): an approximation documented in docs/model.md.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from workers.events import (
+    ACT_BACKMERGE,
+    ACT_COMPLETE,
+    ACT_FRONTMERGE,
+    ACT_GETRQ,
+    ACT_INSERT,
+    ACT_ISSUE,
+    ACT_QUEUE,
+    ACT_REMAP,
+    ACT_SPLIT,
+    RWBS_SYNC,
+)
+from workers.model.elevator import DeadlineQueue, NoneQueue, make_queue
+from workers.model.limits import QueueLimits
+from workers.model.plug import (
+    F_IDLE,
+    F_NOMERGE,
+    F_SYNC,
+    MERGE_FRONT,
+    Bio,
+    FlushGroup,
+    MdPiece,
+    Plug,
+    Request,
+)
+from workers.model.policy import Policy
+from workers.model.split import (
+    OP_READ,
+    OP_WRITE,
+    front_len,
+    is_discard_op,
+    segment_unit,
+)
+from workers.model.stack import Node, Stack, all_limits, linear_map, raid0_map, raid5_map
+
+#: Host time charged per traced step inside one submission (keeps events ordered in time).
+STEP_NS = 200
+
+EV_COMPLETE = 0
+EV_UNIT = 1
+
+
+class Unit:
+    """One plug's worth of bios of one thread (an application I/O or a trace plug group)."""
+
+    __slots__ = ("thread", "outstanding", "submitted", "index")
+
+    def __init__(self, thread: Any, index: int) -> None:
+        self.thread = thread
+        self.outstanding = 0
+        self.submitted = False
+        self.index = index
+
+
+def _server_for(node: Node, lim: QueueLimits) -> Any:
+    """A device server from the timing engineer's model, or a simple fallback."""
+    try:
+        from workers.model.device import device_from_spec
+        from workers.model.timing import DeviceServer
+    except ImportError:  # pragma: no cover - the timing module is part of the package
+        return _FallbackServer()
+    spec = node.device
+    if spec is None:
+        spec = "hdd" if lim.rotational else "nvme"
+    return DeviceServer(device_from_spec(spec))
+
+
+class _FallbackServer:
+    """Fallback service: 100 us per request plus 500 MB/s transfer, one at a time."""
+
+    def __init__(self) -> None:
+        self.free = 0
+
+    def submit(self, t: int, sector: int, nr_sectors: int, is_write: bool,
+               is_discard: bool = False) -> int:
+        start = max(t, self.free)
+        self.free = start + 100_000 + (nr_sectors * 512 * 2)
+        return self.free
+
+
+class Engine:
+    """The replay state machine (see the module docstring)."""
+
+    def __init__(self, stack: Stack, policy: Policy, *, record: bool = True,
+                 servers: dict[int, Any] | None = None) -> None:
+        self.stack = stack
+        self.policy = policy
+        self.nodes = stack.by_dev()
+        self.limits: dict[int, QueueLimits] = all_limits(stack, policy)
+        self.queues: dict[int, NoneQueue | DeadlineQueue] = {}
+        self.servers: dict[int, Any] = {}
+        self.inflight: dict[int, int] = {}
+        for dev, node in self.nodes.items():
+            if node.kind == "disk":
+                lim = self.limits[dev]
+                self.queues[dev] = make_queue(lim)
+                self.servers[dev] = (servers or {}).get(dev) or _server_for(node, lim)
+                self.inflight[dev] = 0
+        self.bio_list: list[deque[Bio]] | None = None
+        self.plug: Plug | None = None
+        self.heap: list[tuple[int, int, int, Any]] = []
+        self.hseq = 0
+        self.now = 0
+        self.rid = 0
+        self.record = record
+        self.ev_rows: list[tuple[int, int, int, int, int, int, int, int, int]] = []
+        self.on_unit_done: Callable[[Unit, int], None] | None = None
+        self.n_requests = 0
+
+    # --- recording ---------------------------------------------------------------------------
+    def ev(self, dev: int, pid: int, act: int, rwbs: int, sector: int, nr: int, aux: int = 0,
+           aux2: int = 0, t: int | None = None) -> None:
+        if self.record:
+            self.ev_rows.append((self.now if t is None else t, dev, pid, act, rwbs, sector, nr,
+                                 aux, aux2))
+
+    def tick(self) -> None:
+        self.now += STEP_NS
+
+    # --- accounting --------------------------------------------------------------------------
+    @staticmethod
+    def _count(bio: Bio) -> None:
+        unit = bio.unit
+        if isinstance(unit, Unit):
+            unit.outstanding += 1
+        if bio.up is not None:
+            bio.up.remaining += 1
+
+    def _release(self, bio: Bio, t: int) -> None:
+        """A bio is finished (completed, or consumed into member bios)."""
+        unit = bio.unit
+        up = bio.up
+        while up is not None:
+            up.remaining -= 1
+            if up.remaining > 0:
+                break
+            self.ev(up.dev, up.pid, ACT_COMPLETE, up.rwbs, up.sector, up.nr, t=t)
+            up = up.up
+        if isinstance(unit, Unit):
+            unit.outstanding -= 1
+            if unit.outstanding == 0 and unit.submitted and self.on_unit_done is not None:
+                self.on_unit_done(unit, t)
+
+    # --- submission ----------------------------------------------------------------------------
+    def submit_bio(self, bio: Bio) -> None:
+        """``submit_bio`` from a thread (the top of the stack)."""
+        self._count(bio)
+        self.submit_noacct(bio, split=False)
+
+    def submit_noacct(self, bio: Bio, split: bool) -> None:
+        """``submit_bio_noacct_nocheck``."""
+        if bio.fresh:
+            self.ev(bio.dev, bio.pid, ACT_QUEUE, bio.rwbs, bio.sector, bio.nr)
+            self.tick()
+            bio.fresh = False
+        bl = self.bio_list
+        if bl is not None:
+            if split and self.policy.split_remainder == "head":
+                bl[0].appendleft(bio)
+            else:
+                bl[0].append(bio)
+            return
+        if self.nodes[bio.dev].bio_based:
+            self._noacct(bio)
+        else:
+            self._noacct_mq(bio)
+
+    def _noacct_mq(self, bio: Bio) -> None:
+        """``__submit_bio_noacct_mq``: one list, FIFO."""
+        bl: list[deque[Bio]] = [deque(), deque()]
+        self.bio_list = bl
+        cur: Bio | None = bio
+        while cur is not None:
+            self._submit(cur)
+            cur = bl[0].popleft() if bl[0] else None
+        self.bio_list = None
+
+    def _noacct(self, bio: Bio) -> None:
+        """``__submit_bio_noacct``: lower level first, then same level, then pending."""
+        bl: list[deque[Bio]] = [deque(), deque()]
+        self.bio_list = bl
+        cur: Bio | None = bio
+        while cur is not None:
+            q = cur.dev
+            bl[1] = bl[0]
+            bl[0] = deque()
+            self._submit(cur)
+            new = bl[0]
+            if new:
+                lower = [b for b in new if b.dev != q]
+                same = [b for b in new if b.dev == q]
+                merged: deque[Bio] = deque(lower)
+                merged.extend(same)
+                merged.extend(bl[1])
+                bl[0] = merged
+            else:
+                bl[0] = bl[1]
+            bl[1] = deque()
+            cur = bl[0].popleft() if bl[0] else None
+        self.bio_list = None
+
+    def _submit(self, bio: Bio) -> None:
+        """``__submit_bio``: the driver's ->submit_bio or blk_mq_submit_bio."""
+        node = self.nodes.get(bio.dev)
+        if node is None:
+            raise KeyError(f"bio for unknown device {bio.dev}")
+        if node.kind == "disk":
+            self.mq_submit(node, bio)
+        elif node.kind == "cache":
+            self.cache_submit(node, bio)
+        else:
+            self.md_submit(node, bio)
+
+    # --- splitting -------------------------------------------------------------------------------
+    def _split_to_limits(self, bio: Bio, lim: QueueLimits) -> Bio:
+        """``bio_split_to_limits`` + ``bio_submit_split``: returns the front to go on with."""
+        f = front_len(bio.sector, bio.nr, lim, bio.op, bio.off, bio.seg)
+        if f >= bio.nr:
+            return bio
+        self.ev(bio.dev, bio.pid, ACT_SPLIT, bio.rwbs, bio.sector, 0, aux=bio.sector + f)
+        self.tick()
+        front = bio.piece(f)
+        front.flags |= F_NOMERGE
+        self._count(front)
+        bio.advance(f)
+        self.submit_noacct(bio, split=True)
+        return front
+
+    def _personality_split(self, bio: Bio, nr: int) -> Bio:
+        """Plain ``bio_split`` + chain + resubmit (md personalities; X only from 6.18's
+        ``bio_submit_split_bioset``, which comes with ``split_remainder=head``)."""
+        if self.policy.split_remainder == "head":
+            self.ev(bio.dev, bio.pid, ACT_SPLIT, bio.rwbs, bio.sector, 0, aux=bio.sector + nr)
+            self.tick()
+        front = bio.piece(nr)
+        self._count(front)
+        bio.advance(nr)
+        self.submit_noacct(bio, split=True)
+        return front
+
+    # --- stacked drivers ---------------------------------------------------------------------------
+    def _remap(self, node: Node, bio: Bio, member: Node, msec: int, nr: int, piece: MdPiece,
+               *, rwbs: int | None = None, flags: int | None = None, off: int = 0) -> None:
+        """Clone ``bio``'s range to a member (A event) and submit it (Q)."""
+        child = Bio(member.dev, msec, nr, bio.op, bio.rwbs if rwbs is None else rwbs,
+                    bio.flags if flags is None else flags, bio.unit, piece, bio.off + off,
+                    bio.seg, bio.pid, fresh=True)
+        self._count(child)
+        self.ev(member.dev, bio.pid, ACT_REMAP, child.rwbs, msec, nr,
+                aux=bio.sector + (off >> 9), aux2=node.dev)
+        self.tick()
+        self.submit_noacct(child, split=False)
+
+    def _piece(self, node: Node, bio: Bio) -> MdPiece:
+        p = MdPiece(node.dev, bio.sector, bio.nr, bio.rwbs, bio.up, bio.pid)
+        if bio.up is not None:
+            bio.up.remaining += 1
+        return p
+
+    def md_submit(self, node: Node, bio: Bio) -> None:
+        """``md_submit_bio`` then the personality."""
+        lim = self.limits[node.dev]
+        bio = self._split_to_limits(bio, lim)
+        if self.policy.split_nomerge == "cleared_by_md":
+            bio.flags &= ~F_NOMERGE
+        if node.kind == "raid5":
+            self.raid5_request(node, bio)
+        elif node.kind == "raid0":
+            self.raid0_request(node, bio)
+        else:
+            self.linear_request(node, bio)
+
+    def raid5_request(self, node: Node, bio: Bio) -> None:
+        """``raid5_make_request``: aligned reads per chunk; writes per chunk + parity."""
+        c = node.chunk_sectors
+        left = c - bio.sector % c
+        if left < bio.nr:
+            bio = self._personality_split(bio, left)
+        n = len(node.members)
+        disk, msec, pd = raid5_map(bio.sector, c, n, node.layout)
+        piece = self._piece(node, bio)
+        self._remap(node, bio, node.members[disk], msec + node.data_offset, bio.nr, piece)
+        if bio.op == OP_WRITE:
+            self._remap(node, bio, node.members[pd], msec + node.data_offset, bio.nr, piece)
+        self._release(bio, self.now)
+
+    def raid0_request(self, node: Node, bio: Bio) -> None:
+        """``raid0_make_request`` / ``raid0_handle_discard``."""
+        c = node.chunk_sectors
+        n = len(node.members)
+        sizes = [node.member_size(i) for i in range(n)]
+        if is_discard_op(bio.op) and self.policy.raid0_discard == "per_member" and \
+                len(set(sizes)) == 1:
+            self.raid0_discard(node, bio)
+            return
+        left = c - bio.sector % c
+        if left < bio.nr:
+            bio = self._personality_split(bio, left)
+        idx, msec = raid0_map(bio.sector, c, sizes, node.layout or "orig")
+        piece = self._piece(node, bio)
+        self._remap(node, bio, node.members[idx], msec + node.data_offset, bio.nr, piece)
+        self._release(bio, self.now)
+
+    def raid0_discard(self, node: Node, bio: Bio) -> None:
+        """``raid0_handle_discard``: one discard per member covering its part of the range."""
+        c = node.chunk_sectors
+        nb = len(node.members)
+        start, end = bio.sector, bio.sector + bio.nr
+        stripe = c * nb
+        first, last = start // stripe, end // stripe
+        sdi, sdo = (start % stripe) // c, start % c + first * c
+        edi, edo = (end % stripe) // c, end % c + last * c
+        piece = self._piece(node, bio)
+        for disk in range(nb):
+            if disk < sdi:
+                ds = (first + 1) * c
+            elif disk > sdi:
+                ds = first * c
+            else:
+                ds = sdo
+            if disk < edi:
+                de = (last + 1) * c
+            elif disk > edi:
+                de = last * c
+            else:
+                de = edo
+            if de <= ds:
+                continue
+            self._remap(node, bio, node.members[disk], ds + node.data_offset, de - ds, piece)
+        self._release(bio, self.now)
+
+    def linear_request(self, node: Node, bio: Bio) -> None:
+        """md-linear: ``which_dev``; a bio crossing a member end is split there."""
+        sizes = [node.member_size(i) for i in range(len(node.members))]
+        idx, msec, left = linear_map(bio.sector, sizes)
+        if left < bio.nr:
+            bio = self._personality_split(bio, left)
+        piece = self._piece(node, bio)
+        self._remap(node, bio, node.members[idx], msec + node.data_offset, bio.nr, piece)
+        self._release(bio, self.now)
+
+    def cache_submit(self, node: Node, bio: Bio) -> None:
+        """A bcache-like driver: every bio is resubmitted to the cache disk (member 0).
+
+        Writes go through ``bch_data_insert_start``: with ``flags_on_resubmit=reset`` the clone
+        gets plain ``REQ_OP_WRITE`` (``bio_set_op_attrs(n, REQ_OP_WRITE, 0)``: REQ_SYNC and
+        REQ_IDLE dropped, so wbt throttles it); with ``preserve`` it keeps them.
+        """
+        lim = self.limits[node.dev]
+        bio = self._split_to_limits(bio, lim)
+        rwbs, flags = bio.rwbs, bio.flags
+        if bio.op == OP_WRITE and self.policy.flags_on_resubmit == "reset":
+            rwbs &= ~RWBS_SYNC
+            flags &= ~(F_SYNC | F_IDLE)
+        piece = self._piece(node, bio)
+        self._remap(node, bio, node.members[0], bio.sector, bio.nr, piece, rwbs=rwbs,
+                    flags=flags)
+        self._release(bio, self.now)
+
+    # --- blk-mq disk ---------------------------------------------------------------------------
+    def nsegs(self, bio: Bio, lim: QueueLimits) -> int:
+        if is_discard_op(bio.op):
+            return 1
+        u = segment_unit(lim, bio.seg)
+        return max(-(-(bio.off + (bio.nr << 9)) // u) - bio.off // u, 1)
+
+    def mq_submit(self, node: Node, bio: Bio) -> None:
+        """``blk_mq_submit_bio``."""
+        lim = self.limits[node.dev]
+        bio = self._split_to_limits(bio, lim)
+        nsegs = self.nsegs(bio, lim)
+        queue = self.queues[node.dev]
+        if not bio.flags & F_NOMERGE and lim.nomerges < 2:
+            hit = self.plug.try_merge(bio, nsegs) if self.plug is not None else None
+            if hit is None and queue.has_elevator:
+                hit = queue.try_bio_merge(bio, nsegs)
+            if hit is not None:
+                act = ACT_FRONTMERGE if hit[1] == MERGE_FRONT else ACT_BACKMERGE
+                self.ev(bio.dev, bio.pid, act, bio.rwbs, bio.sector, bio.nr)
+                self.tick()
+                return
+        self.rid += 1
+        rq = Request(bio, nsegs, self.rid)
+        self.n_requests += 1
+        self.ev(bio.dev, bio.pid, ACT_GETRQ, bio.rwbs, bio.sector, bio.nr)
+        self.tick()
+        if self.plug is not None:
+            self.plug.add(rq)
+        else:
+            self.flush_groups([FlushGroup(rq.dev, [rq], True)], False)
+
+    def make_plug(self) -> Plug:
+        return Plug(self.policy, self.limits.__getitem__,
+                    lambda dev: self.queues[dev].has_elevator, self.flush_groups)
+
+    def flush_groups(self, groups: list[FlushGroup], from_schedule: bool) -> None:
+        """Hand flushed requests to their queues (I with an elevator) and dispatch."""
+        for g in groups:
+            queue = self.queues[g.dev]
+            for rq in g.requests:
+                if queue.has_elevator:
+                    self.ev(rq.dev, rq.pid, ACT_INSERT, rq.rwbs, rq.sector, rq.nr)
+                queue.insert(rq, self.now)
+            self.kick(g.dev, self.now)
+            self.tick()
+
+    def kick(self, dev: int, t: int) -> None:
+        """Dispatch while driver tags are free (D), scheduling completions."""
+        queue = self.queues[dev]
+        depth = max(self.limits[dev].queue_depth, 1)
+        server = self.servers[dev]
+        while self.inflight[dev] < depth and len(queue):
+            rq = queue.pop(t)
+            if rq is None:
+                break
+            self.ev(dev, rq.pid, ACT_ISSUE, rq.rwbs, rq.sector, rq.nr, t=t)
+            c = server.submit(t, rq.sector, rq.nr, rq.op != OP_READ and not is_discard_op(rq.op),
+                              is_discard_op(rq.op))
+            c = max(int(c), t + 1)
+            self.inflight[dev] += 1
+            self.hseq += 1
+            heapq.heappush(self.heap, (c, self.hseq, EV_COMPLETE, rq))
+
+    def complete(self, rq: Request, t: int) -> None:
+        """A request completed: C on the disk, bios end (C on md pieces), tags freed."""
+        self.inflight[rq.dev] -= 1
+        self.ev(rq.dev, 0, ACT_COMPLETE, rq.rwbs, rq.sector, rq.nr, t=t)
+        for b in rq.bios:
+            self._release(b, t)
+        self.kick(rq.dev, t)
