@@ -215,7 +215,7 @@ else:
     # kombu's filesystem transport: messages are files in one directory shared by the web
     # process and the worker. No server needed (architecture.md, "Embedded default").
     _broker_dir = VAR_DIR / "broker"
-    for sub in ("queue", "processed"):
+    for sub in ("queue", "processed", "control"):
         ensure_dir(_broker_dir / sub)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -223,6 +223,8 @@ else:
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
         "store_processed": False,
+        # broadcast/pidbox exchanges; without it kombu writes ./control in the working directory
+        "control_folder": str(_broker_dir / "control"),
     }
 # Job state lives in the database (AnalysisJob), not in a result backend.
 CELERY_TASK_IGNORE_RESULT = True
