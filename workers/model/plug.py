@@ -234,7 +234,18 @@ class Plug:
                 if kind:
                     return rq, kind
             return None
-        order = reversed(self.rqs) if mode == "newest" else iter(self.rqs)
+        lifo = self.policy.plug_order == "lifo"
+        if mode == "newest" and not lifo:
+            # after "use plug request list tail for one-shot backmerge attempt": the tail first
+            tail = self.rqs[-1]
+            if tail.dev == bio.dev:
+                kind = attempt_bio_merge(tail, bio, nsegs, lim)
+                return (tail, kind) if kind else None
+            if not self.multiple_queues:
+                return None
+        # rq_list_for_each from the head: newest first in a LIFO list, oldest first in FIFO;
+        # only the first request of this queue is tried
+        order = reversed(self.rqs) if lifo else iter(self.rqs)
         for rq in order:
             if rq.dev == bio.dev:
                 kind = attempt_bio_merge(rq, bio, nsegs, lim)
