@@ -84,6 +84,8 @@ class _Columns:
         self.comm = array("Q")
         self.comms: list[str] = [NULL_COMM]
         self.comm_index: dict[str, int] = {NULL_COMM: 0}
+        #: last device per pid (-1: any pid), for formats whose plug lines name no device
+        self.last_dev: dict[int, int] = {}
 
     def intern(self, text: str) -> int:
         idx = self.comm_index.get(text)

@@ -1,0 +1,151 @@
+"""ftrace block tracepoints -> EventTable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workers.errors import ParseError
+from workers.events import (
+    ACT_COMPLETE,
+    ACT_ISSUE,
+    ACT_QUEUE,
+    ACT_REMAP,
+    ACT_REQUEUE,
+    ACT_SPLIT,
+    ACT_UNPLUG_IO,
+    ACTION_CODES,
+    RWBS_AHEAD,
+    RWBS_ATOMIC,
+    RWBS_FLUSH,
+    RWBS_FUA,
+    RWBS_READ,
+    RWBS_SYNC,
+    RWBS_WRITE,
+    RWBS_WRITE_ZEROES,
+    make_dev,
+)
+from workers.traces import detect_format, parse_file
+from workers.traces.ftrace import ftrace_rwbs, parse_ftrace
+
+SEED001_LINES = """\
+block_bio_queue: 8,32 R 86925864 + 2144 [Thread-51]
+block_split: 8,32 R 86925864 / 86926888 [Thread-51]
+block_split: 8,32 R 86926888 / 86927912 [Thread-51]
+block_rq_issue: 8,32 R 524288 () 86925864 + 1024 [Thread-51]
+block_rq_issue: 8,32 R 524288 () 86926888 + 1024 [Thread-51]
+block_bio_queue: 8,32 R 86928008 + 2144 [Thread-51]
+block_split: 8,32 R 86928008 / 86929032 [Thread-51]
+block_split: 8,32 R 86929032 / 86930056 [Thread-51]
+block_rq_issue: 8,32 R 524288 () 86928008 + 1024 [Thread-51]
+block_rq_issue: 8,32 R 49152 () 86927912 + 96 [Thread-51]
+block_rq_issue: 8,32 R 524288 () 86929032 + 1024 [Thread-51]
+"""
+
+
+def test_seed001_bare_lines(tmp_path: Path) -> None:
+    """Seed 001's bare ftrace lines: order kept, time unknown, sizes and split points exact."""
+    p = tmp_path / "mail.txt"
+    p.write_text("As observed in the Antutu test:\n\n" + SEED001_LINES + "\nThanks\n")
+    assert detect_format(p) == "ftrace"
+    t = parse_ftrace(p)
+    assert not t.time_known
+    assert t.time_ns.tolist() == list(range(11))
+    assert t.action.tolist() == [ACT_QUEUE, ACT_SPLIT, ACT_SPLIT, ACT_ISSUE, ACT_ISSUE,
+                                 ACT_QUEUE, ACT_SPLIT, ACT_SPLIT, ACT_ISSUE, ACT_ISSUE,
+                                 ACT_ISSUE]
+    assert set(t.dev.tolist()) == {make_dev(8, 32)}
+    assert t.nr_sectors[0] == 2144
+    assert t.aux[1] == 86926888 and t.aux[2] == 86927912
+    issues = t.action == ACT_ISSUE
+    # the 48 KiB (96-sector) fragment sandwiched between 512 KiB requests
+    assert t.nr_sectors[issues].tolist() == [1024, 1024, 1024, 96, 1024]
+    assert t.sector[issues].tolist()[3] == 86927912
+    assert {t.comm_of(i) for i in range(len(t))} == {"Thread-51"}
+
+
+def test_seed001_quoted_lines(tmp_path: Path) -> None:
+    """The same lines quoted twice in a reply (``> > ``) parse identically."""
+    p = tmp_path / "reply.txt"
+    p.write_text("".join("> > " + ln + "\n" for ln in SEED001_LINES.splitlines()))
+    t = parse_ftrace(p)
+    assert len(t) == 11 and t.sector[-1] == 86929032
+
+
+def test_linux618_capture(data_dir: Path) -> None:
+    """The real 6.18 capture: ioprio layout, 5-char flags, io_start/io_done skipped."""
+    t = parse_file(data_dir / "ftrace_linux6.18.txt")
+    counts = t.action_counts()
+    assert counts["Q"] == 190 and counts["D"] == 166 and counts["C"] == 133
+    assert counts["R"] == 43 and counts["X"] == 43 and counts["U"] == 138
+    assert t.time_known
+    assert t.time_ns[0] == 0
+    assert t.meta["time_offset_ns"] == 470_846_132_000
+    assert t.meta["skipped_events"] == {"block_io_done": 133, "block_io_start": 176}
+    d0 = int(np.flatnonzero(t.action == ACT_ISSUE)[0])
+    assert (t.sector[d0], t.nr_sectors[d0], t.pid[d0], t.cpu[d0]) == (29947736, 128, 18069, 1)
+    assert t.rwbs[d0] == RWBS_READ | RWBS_AHEAD
+    req = int(np.flatnonzero(t.action == ACT_REQUEUE)[0])
+    assert (t.sector[req], t.nr_sectors[req]) == (52150272, 2056)
+    c0 = int(np.flatnonzero(t.action == ACT_COMPLETE)[0])
+    assert t.comm_of(c0) == "ksoftirqd/1"  # completions carry the prefix task
+    u0 = int(np.flatnonzero(t.action == ACT_UNPLUG_IO)[0])
+    assert t.aux[u0] == 1 and t.dev[u0] == make_dev(254, 0)
+
+
+def test_old_kernel_layout_and_prefix_variants(tmp_path: Path) -> None:
+    """3.x 'R 0 ()' rq bodies, 4-char flags, TGID column, perf script prefix, task with
+    spaces and dashes, remap and bio_complete bodies."""
+    text = (
+        "           cksum-12994 [000] d... 7269913.317924: block_rq_issue: 202,1 R 0 () "
+        "9357056 + 72 [cksum]\n"
+        "  Web Content-x-77 (   70) [003] .... 10.000001: block_rq_complete: 8,0 W () 8 + 8 "
+        "[0]\n"
+        "  fio 4242 [002] 11.500000: block:block_bio_queue: 8,0 WFS 16 + 8 [fio]\n"
+        "  fio-4242 [002] ..... 11.600000: block_bio_remap: 8,0 W 4096 + 8 <- (8,1) 2048\n"
+        "  fio-4242 [002] ..... 11.700000: block_bio_complete: 8,0 W 4096 + 8 [-5]\n"
+        "  fio-4242 [002] ..... 11.800000: nvme_setup_cmd: whatever\n"
+    )
+    p = tmp_path / "old.txt"
+    p.write_text(text)
+    t = parse_ftrace(p)
+    assert len(t) == 5
+    assert t.nr_sectors[0] == 72 and t.dev[0] == make_dev(202, 1)
+    assert t.pid[1] == 77 and t.cpu[1] == 3
+    assert t.pid[2] == 4242 and t.rwbs[2] == RWBS_WRITE | RWBS_FUA | RWBS_SYNC
+    assert t.action[3] == ACT_REMAP and t.aux[3] == 2048 and t.aux2[3] == make_dev(8, 1)
+    assert t.error[4] == -5
+    # relative to the earliest timestamp (line 2), in ns from the seconds.microseconds field
+    assert t.time_ns[1] == 0 and t.time_ns[2] == 1_499_999_000
+    assert t.meta["time_offset_ns"] == 10_000_001_000
+    assert t.meta["skipped_events"] == {"nvme_setup_cmd": 1}
+
+
+@pytest.mark.parametrize(("text", "bits"), [
+    ("R", RWBS_READ),
+    ("FWFS", RWBS_FLUSH | RWBS_WRITE | RWBS_FUA | RWBS_SYNC),
+    ("WFSU", RWBS_WRITE | RWBS_FUA | RWBS_SYNC | RWBS_ATOMIC),
+    ("WZ", RWBS_WRITE_ZEROES),
+    ("RA", RWBS_READ | RWBS_AHEAD),
+])
+def test_ftrace_rwbs(text: str, bits: int) -> None:
+    """Kernel blk_fill_rwbs spellings, including 2025 letters, map to bits."""
+    assert ftrace_rwbs(text) == bits
+
+
+def test_malformed_known_event_is_parse_error(tmp_path: Path) -> None:
+    """A block_rq_issue with a mangled body is a ParseError with its line number."""
+    p = tmp_path / "bad.txt"
+    lines = SEED001_LINES.splitlines()[:2] + ["block_rq_issue: 8,32 R 524288 () 86925864 + [t]"]
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ParseError) as ei:
+        parse_ftrace(p, name="bad.txt")
+    assert ei.value.line == 3
+    assert "block_rq_issue" in ei.value.reason and "no known layout" in ei.value.reason
+
+
+def test_issue_action_codes_are_blktrace_letters() -> None:
+    """block_rq_issue is blktrace's D, block_bio_queue its Q."""
+    assert ACTION_CODES["D"] == ACT_ISSUE and ACTION_CODES["Q"] == ACT_QUEUE

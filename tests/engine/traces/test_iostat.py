@@ -1,0 +1,95 @@
+"""iostat -x text and JSON -> per-device rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workers.errors import ParseError
+from workers.traces import ingest, parse_file
+from workers.traces.iostat import parse_iostat_json, parse_iostat_text
+
+SEED000_BEFORE = """\
+> Test results:
+> Before this patch
+> 1) iostat results:
+> Device r/s rMB/s rrqm/s %rrqm r_await rareq-sz aqu-sz %util
+> md0 52430.00 3276.87 0.00 0.00 0.62 64.00 32.60 80.10
+> sd* 4487.00 409.00 2054.00 31.40 0.82 93.34 3.68 71.20
+> 2) blktrace G stage:
+"""
+
+
+def test_seed000_quoted_iostat(tmp_path: Path) -> None:
+    """Seed 000's quoted iostat table: MB/s converted to kB/s, %util and rareq-sz kept."""
+    p = tmp_path / "iostat.txt"
+    p.write_text(SEED000_BEFORE)
+    rows = parse_iostat_text(p)
+    assert [r["device"] for r in rows] == ["md0", "sd*"]
+    md0 = rows[0]
+    assert md0["rkB/s"] == pytest.approx(3276.87 * 1024)
+    assert md0["r/s"] == 52430.0 and md0["util"] == 80.1 and md0["units"] == "MB"
+    assert rows[1]["rareq-sz"] == 93.34 and rows[1]["rrqm"] == 31.4
+
+
+def test_sysstat_12_6_text_k_and_m_agree(data_dir: Path) -> None:
+    """-x and -x -m outputs of sysstat 12.6.1 give the same kB/s within rounding."""
+    k = parse_iostat_text(data_dir / "iostat-x_sysstat12.6.1.txt")
+    m = parse_iostat_text(data_dir / "iostat-xm_sysstat12.6.1.txt")
+    assert [r["sample"] for r in k] == [0, 1]
+    assert k[0]["device"] == "vda" and k[0]["release"] == "6.18.44-fc-v782"
+    for key in ("d/s", "f/s", "f_await", "dareq-sz", "aqu-sz", "util"):
+        assert key in k[0]
+    assert m[0]["rkB/s"] == pytest.approx(k[0]["rkB/s"], rel=0.01)
+
+
+def test_old_sysstat_columns(tmp_path: Path) -> None:
+    """sysstat 11 'Device:' header with avgrq-sz/avgqu-sz/svctm parses by name."""
+    p = tmp_path / "old.txt"
+    p.write_text("Device:         rrqm/s   wrqm/s     r/s     w/s    rkB/s    wkB/s avgrq-sz "
+                 "avgqu-sz   await r_await w_await  svctm  %util\n"
+                 "sda               0.00     0.50    1.00    2.00     4.00     8.00     8.00 "
+                 "    0.01    0.50    0.40    0.55   0.30   0.09\n")
+    rows = parse_iostat_text(p)
+    assert rows[0]["aqu-sz"] == 0.01 and rows[0]["svctm"] == 0.3 and rows[0]["avgrq-sz"] == 8.0
+
+
+def test_sysstat_fixture_ten_rows(data_dir: Path) -> None:
+    """sysstat's own test fixture: 2 reports x 5 devices."""
+    rows = parse_iostat_text(data_dir / "sysstat_expected.iostat-x")
+    assert len(rows) == 10 and rows[0]["device"] == "sda" and rows[0]["rkB/s"] == 222.14
+
+
+def test_iostat_json(data_dir: Path) -> None:
+    """iostat -o JSON rows use the same keys as the text parser."""
+    rows = parse_iostat_json(data_dir / "iostat-x-json_sysstat12.6.1.json")
+    text = parse_iostat_text(data_dir / "iostat-x_sysstat12.6.1.txt")
+    assert len(rows) == 2
+    assert set(text[0]) - {"timestamp"} <= set(rows[0]) | {"rrqm", "wrqm", "drqm"}
+    assert rows[0]["util"] == 6.18 and rows[0]["units"] == "kB"
+
+
+def test_ingest_puts_iostat_in_summaries(data_dir: Path, tmp_path: Path) -> None:
+    """ingest() routes iostat rows to summaries['iostat'], not into the event table."""
+    trace = tmp_path / "g.txt"
+    trace.write_text("8,0 0 1 0.000000001 843 G R 14071424 + 128 [dd]\n")
+    result = ingest([data_dir / "iostat-x-json_sysstat12.6.1.json", trace])
+    assert len(result.summaries["iostat"]) == 2 and len(result.table) == 1
+
+
+def test_bad_json_reports_line(tmp_path: Path) -> None:
+    """Broken JSON is a ParseError with the line json reports."""
+    p = tmp_path / "x.json"
+    p.write_text('{"sysstat": {\n "hosts": [\n oops ]}}\n')
+    with pytest.raises(ParseError) as ei:
+        parse_iostat_json(p, name="x.json")
+    assert ei.value.line == 3 and "invalid JSON" in ei.value.reason
+
+
+def test_no_rows_is_parse_error(tmp_path: Path) -> None:
+    """A Device header without rows is refused."""
+    p = tmp_path / "x.txt"
+    p.write_text("Device r/s w/s\n\n")
+    with pytest.raises(ParseError, match="no iostat"):
+        parse_file(p, fmt="iostat")
