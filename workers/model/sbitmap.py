@@ -90,7 +90,7 @@ def calc_wake_batch(depth: int, *, min_shallow_depth: int | None = None, users: 
     return max(1, min(usable // SBQ_WAIT_QUEUES, SBQ_WAKE_BATCH))
 
 
-@dataclass
+@dataclass(slots=True)
 class _WaitState:
     """``struct sbq_wait_state``: one wait queue (FIFO of exclusive waiters)."""
 
@@ -100,7 +100,7 @@ class _WaitState:
     waiters_cnt: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class TagStats:
     """Counters the tests and the seed-003 table print."""
 
@@ -146,6 +146,7 @@ class TagQueue:
         #: seed003 patch 5: sbq->force_tag_preemption (initialised true).
         self.force_preemption = True
         self._where: dict[int, int] = {}  # thread -> wait queue while accounted
+        self._queued: set[int] = set()  # threads still on a wait list (not yet woken)
         self._nr_tags: dict[int, int] = {}  # thread -> tags its bio still needs (patch 7)
         self.stats = TagStats()
 
@@ -179,20 +180,24 @@ class TagQueue:
         self.stats.gets += 1
         return self._free.pop()
 
-    def get(self, *, preemption: bool = False) -> int | None:
+    def get(self, preemption: bool = False) -> int | None:
         """One attempt of ``blk_mq_get_tag`` at this instant: a tag, or None (go to sleep).
 
         ``preemption`` is ``data->preemption`` of the seed003 series: set for split bios after
         the first piece (REQ_PREEMPT) and after the thread slept once.
         """
-        if not self.may_preempt(preemption):
+        if self.preempt != "always" and not self.may_preempt(preemption):
             if self._free:
                 self.stats.refused_preempt += 1
             return None
-        tag = self.try_get()
-        if tag is not None and self.ws_active:
-            self.stats.preempted += 1
-        return tag
+        free = self._free
+        if not free:
+            return None
+        stats = self.stats
+        stats.gets += 1
+        if self.ws_active:
+            stats.preempted += 1
+        return free.pop()
 
     def prepare_to_wait(self, thread: int, nr_tags: int = 1) -> int:
         """``bt_wait_ptr`` + ``sbitmap_prepare_to_wait``: queue the thread; returns the queue.
@@ -206,6 +211,7 @@ class TagQueue:
         self.hctx_wait_index = (idx + 1) % SBQ_WAIT_QUEUES
         ws = self.ws[idx]
         ws.waiters.append(thread)
+        self._queued.add(thread)
         ws.waiters_cnt += 1
         self.ws_active += 1
         self._where[thread] = idx
@@ -227,10 +233,9 @@ class TagQueue:
         ws.waiters_cnt -= 1
         self.ws_active -= 1
         self._nr_tags.pop(thread, None)
-        try:
-            ws.waiters.remove(thread)  # still queued only if it gave up without a wake-up
-        except ValueError:
-            pass
+        if thread in self._queued:  # gave up without a wake-up: leave the wait list
+            self._queued.discard(thread)
+            ws.waiters.remove(thread)
 
     # --- release and wake-up --------------------------------------------------------------
     def put(self, tag: int) -> list[int]:
@@ -260,6 +265,7 @@ class TagQueue:
         for ws in self.ws:
             while ws.waiters:
                 woken.append(ws.waiters.popleft())
+        self._queued.clear()
         self.stats.wakeups += len(woken)
         return woken
 
@@ -283,8 +289,12 @@ class TagQueue:
 
     def _wake_queue(self, ws: _WaitState, nr: int, woken: list[int]) -> int:
         n = 0
-        while n < nr and ws.waiters:
-            woken.append(ws.waiters.popleft())
+        waiters = ws.waiters
+        queued = self._queued
+        while n < nr and waiters:
+            thread = waiters.popleft()
+            queued.discard(thread)
+            woken.append(thread)
             n += 1
         return n
 
@@ -306,6 +316,7 @@ class TagQueue:
                     # get_wake_nr: each woken thread covers the tags its bio still needs.
                     while left > 0 and ws.waiters:
                         thread = ws.waiters.popleft()
+                        self._queued.discard(thread)
                         woken.append(thread)
                         left -= self._nr_tags.get(thread, 1)
                 else:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -360,41 +361,35 @@ class _Deadline:
 
 
 class _Events:
-    """Column buffers for the predicted EventTable."""
+    """Event records for the predicted EventTable: one flat int list, 6 ints per event.
+
+    Records are appended in simulation order (a completion is recorded when its request is
+    dispatched, with its future time); a stable sort by time then gives causal order for
+    events at the same nanosecond.
+    """
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self.time: list[int] = []
-        self.pid: list[int] = []
-        self.action: list[int] = []
-        self.sector: list[int] = []
-        self.nr: list[int] = []
-        self.aux: list[int] = []
-
-    def add(self, t: int, pid: int, action: int, sector: int, nr: int, aux: int = 0) -> None:
-        if self.enabled:
-            self.time.append(t)
-            self.pid.append(pid)
-            self.action.append(action)
-            self.sector.append(sector)
-            self.nr.append(nr)
-            self.aux.append(aux)
+        self.flat: list[int] = []
 
     def table(self, dev: int, rwbs: int, comm: str, meta: dict[str, Any],
-              limits: QueueLimits, name: str) -> EventTable:
-        t = np.asarray(self.time, dtype=np.int64)
-        order = np.argsort(t, kind="stable")
-        pid = np.asarray(self.pid, dtype=np.uint32)[order]
+              limits: QueueLimits, name: str, end_ns: int) -> EventTable:
+        arr = np.asarray(self.flat, dtype=np.int64).reshape(-1, 6)
+        arr = arr[arr[:, 0] <= end_ns]  # completions recorded ahead of the end of the run
+        order = np.argsort(arr[:, 0], kind="stable")
+        arr = arr[order]
+        n = len(arr)
+        pid = arr[:, 1].astype(np.uint32)
         cols = {
-            "time_ns": t[order],
-            "seq": np.arange(1, len(t) + 1, dtype=np.uint32),
-            "dev": np.full(len(t), dev, dtype=np.uint32),
+            "time_ns": arr[:, 0],
+            "seq": np.arange(1, n + 1, dtype=np.uint32),
+            "dev": np.full(n, dev, dtype=np.uint32),
             "pid": pid,
-            "action": np.asarray(self.action, dtype=np.uint8)[order],
-            "rwbs": np.full(len(t), rwbs, dtype=np.uint16),
-            "sector": np.asarray(self.sector, dtype=np.uint64)[order],
-            "nr_sectors": np.asarray(self.nr, dtype=np.uint32)[order],
-            "aux": np.asarray(self.aux, dtype=np.uint64)[order],
+            "action": arr[:, 2].astype(np.uint8),
+            "rwbs": np.full(n, rwbs, dtype=np.uint16),
+            "sector": arr[:, 3].astype(np.uint64),
+            "nr_sectors": arr[:, 4].astype(np.uint32),
+            "aux": arr[:, 5].astype(np.uint64),
             "comm": (pid != 0).astype(np.uint32),
         }
         info = DeviceInfo(dev=dev, name=name, limits=limits.to_sysfs())
@@ -405,7 +400,7 @@ _RUN = 0
 _COMPLETE = 1
 
 
-@dataclass
+@dataclass(slots=True)
 class _Job:
     pid: int
     region_start: int
@@ -416,6 +411,7 @@ class _Job:
     waiting: bool = False
     slept_for_piece: bool = False
     preempt_after_sleep: bool = False
+    need: list[int] = field(default_factory=list)
     ios: int = 0
     stopped: bool = False
     next_seq_sector: int = 0
@@ -462,6 +458,35 @@ def simulate_jobs(jobs: FioJobs, *, limits: QueueLimits,
     bs_sectors = jobs.bs >> 9
     rng = np.random.default_rng(jobs.seed)
     ev = _Events(emit_events)
+    emit = emit_events
+    flat_extend = ev.flat.extend
+    submit = server.submit
+    is_write = jobs.is_write
+    split_cache: dict[tuple[int, int], tuple[list[tuple[int, int]], list[int]]] = {}
+    chunk = limits.chunk_sectors
+    pbs = limits.pbs_sectors
+    max_sectors = max(limits.max_sectors, 1)
+
+    def split_pieces(s: int) -> tuple[list[tuple[int, int]], list[int]]:
+        """Pieces of a bs-sized bio at ``s`` and the tags each remainder still needs.
+
+        ``bio_split_to_limits`` depends on the start only through ``s % chunk_sectors`` and
+        ``s % physical block``, so the relative split is cached on those. ``need[k]`` is the
+        seed003 series' ``1 + nr_split`` of the remainder starting at piece k
+        (``caculate_sectors_split``: (sectors - 1) / max_sectors).
+        """
+        key = (s % chunk if chunk else 0, s % pbs)
+        hit = split_cache.get(key)
+        if hit is None:
+            res = split_bio(s, bs_sectors, limits, op=op)
+            rel = [(ps - s, pn) for ps, pn in res.pieces]
+            need = []
+            for k in range(len(rel)):
+                remaining = sum(pn for _, pn in rel[k:])
+                need.append(1 + (remaining - 1) // max_sectors)
+            hit = (rel, need)
+            split_cache[key] = hit
+        return [(s + off, pn) for off, pn in hit[0]], hit[1]
     dd = _Deadline(DD_WRITE_EXPIRE_NS if jobs.is_write else DD_READ_EXPIRE_NS)
     direct: deque[int] = deque()
 
@@ -485,17 +510,18 @@ def simulate_jobs(jobs: FioJobs, *, limits: QueueLimits,
                              next_seq_sector=start))
 
     heap: list[tuple[int, int, int, int]] = []
-    seq = 0
+    counter = itertools.count()
+    heappush = heapq.heappush
 
     def push(t: int, kind: int, arg: int) -> None:
-        nonlocal seq
-        seq += 1
-        heapq.heappush(heap, (t, seq, kind, arg))
+        heappush(heap, (t, next(counter), kind, arg))
 
     for j in range(jobs.numjobs):
         push(j * 1000, _RUN, j)
 
     end_ns = jobs.runtime_ns if jobs.runtime_ns > 0 else 1 << 62
+    submit_ns, wakeup_ns = hc.submit_ns, hc.wakeup_ns
+    tags_get = tags.get
     ramp = jobs.ramp_ns
     inflight = 0
     bytes_window = 0
@@ -520,14 +546,16 @@ def simulate_jobs(jobs: FioJobs, *, limits: QueueLimits,
                     return
                 rid = direct.popleft()
             s, n = r_sector[rid], r_nr[rid]
-            ev.add(t, job_list[r_job[rid]].pid, ACT_ISSUE, s, n)
             if s == last_end:
                 seq_hits += 1
             dispatched += 1
             last_end = s + n
-            c = server.submit(t, s, n, jobs.is_write)
+            c = submit(t, s, n, is_write)
+            if emit:
+                flat_extend((t, job_list[r_job[rid]].pid, ACT_ISSUE, s, n, 0,
+                             c, 0, ACT_COMPLETE, s, n, 0))
             inflight += 1
-            push(c, _COMPLETE, rid)
+            heappush(heap, (c, next(counter), _COMPLETE, rid))
 
     def new_io(job: _Job, t: int) -> bool:
         if t >= end_ns or (jobs.count and job.ios >= jobs.count):
@@ -541,11 +569,11 @@ def simulate_jobs(jobs: FioJobs, *, limits: QueueLimits,
             nxt = s + bs_sectors
             job.next_seq_sector = nxt if nxt + bs_sectors <= job.region_start + \
                 job.region_sectors else job.region_start
-        res = split_bio(s, bs_sectors, limits, op=op)
-        job.pieces = list(res.pieces)
+        job.pieces, job.need = split_pieces(s)
         job.k = 0
         job.ios += 1
-        ev.add(t, job.pid, ACT_QUEUE, s, bs_sectors)
+        if emit:
+            flat_extend((t, job.pid, ACT_QUEUE, s, bs_sectors, 0))
         return True
 
     def run(j: int, t: int) -> None:
@@ -564,16 +592,15 @@ def simulate_jobs(jobs: FioJobs, *, limits: QueueLimits,
         s, n = job.pieces[job.k]
         last = job.k == len(job.pieces) - 1
         preemption = job.preempt_after_sleep or (pre == "seed003" and job.k > 0)
-        tag = tags.get(preemption=preemption)
+        tag = tags_get(preemption)
         if tag is None:
             if not job.slept_for_piece:
-                if not last:
-                    ev.add(t, job.pid, ACT_SPLIT, s, n, s + n)
-                ev.add(t, job.pid, ACT_SLEEPRQ, s, n)
+                if emit:
+                    if not last:
+                        flat_extend((t, job.pid, ACT_SPLIT, s, n, s + n))
+                    flat_extend((t, job.pid, ACT_SLEEPRQ, s, n, 0))
                 job.slept_for_piece = True
-            remaining = sum(p[1] for p in job.pieces[job.k:])
-            nr_tags = 1 + (remaining - 1) // max(limits.max_sectors, 1)
-            ws = tags.prepare_to_wait(j, nr_tags)
+            ws = tags.prepare_to_wait(j, job.need[job.k])
             job.waiting = True
             cnt = tags.ws[ws].waiters_cnt
             if cnt > max_ws[ws]:
@@ -584,8 +611,8 @@ def simulate_jobs(jobs: FioJobs, *, limits: QueueLimits,
                 for w in tags.wake_all():
                     push(t + hc.wakeup_ns, _RUN, w)
             return
-        if not job.slept_for_piece and not last:
-            ev.add(t, job.pid, ACT_SPLIT, s, n, s + n)
+        if emit and not job.slept_for_piece and not last:
+            flat_extend((t, job.pid, ACT_SPLIT, s, n, s + n))
         job.slept_for_piece = False
         job.preempt_after_sleep = False
         rid = len(r_sector)
@@ -593,8 +620,8 @@ def simulate_jobs(jobs: FioJobs, *, limits: QueueLimits,
         r_nr.append(n)
         r_job.append(j)
         r_tag.append(tag)
-        ev.add(t, job.pid, ACT_GETRQ, s, n)
-        ev.add(t, job.pid, ACT_INSERT, s, n)
+        if emit:
+            flat_extend((t, job.pid, ACT_GETRQ, s, n, 0, t, job.pid, ACT_INSERT, s, n, 0))
         if elevator:
             dd.add(t, rid, s)
         else:
@@ -603,19 +630,17 @@ def simulate_jobs(jobs: FioJobs, *, limits: QueueLimits,
         job.outstanding += 1
         dispatch(t)
         if job.k < len(job.pieces):
-            push(t + hc.submit_ns, _RUN, j)
+            heappush(heap, (t + submit_ns, next(counter), _RUN, j))
 
     def complete(rid: int, t: int) -> None:
         nonlocal inflight, bytes_window, ios_done, requests_done, last_c
         inflight -= 1
         requests_done += 1
         last_c = t
-        s, n = r_sector[rid], r_nr[rid]
-        ev.add(t, 0, ACT_COMPLETE, s, n)
         if ramp <= t <= end_ns:
-            bytes_window += n << 9
+            bytes_window += r_nr[rid] << 9
         for w in tags.put(r_tag[rid]):
-            push(t + hc.wakeup_ns, _RUN, w)
+            heappush(heap, (t + wakeup_ns, next(counter), _RUN, w))
         job = job_list[r_job[rid]]
         job.outstanding -= 1
         if job.outstanding == 0 and job.k >= len(job.pieces):
@@ -640,7 +665,7 @@ def simulate_jobs(jobs: FioJobs, *, limits: QueueLimits,
         "policy": {"sbitmap_wakeup": wake, "tag_preempt": pre},
         "device": model.to_json(),
     }
-    table = ev.table(dev, rwbs, comm, meta, limits, name)
+    table = ev.table(dev, rwbs, comm, meta, limits, name, end_ns)
     st = tags.stats
     return JobsResult(
         table=table,
