@@ -212,6 +212,8 @@ def _member_format(path: Path, label: str) -> str:
     parts = path.parts
     if len(parts) >= 3 and parts[-2] == "queue" and "block" in parts:
         return "sysfs-queue"
+    if len(parts) >= 3 and parts[-1] == "dev" and parts[-3] == "block":
+        return "sysfs-queue"  # /sys/block/<name>/dev: "major:minor"
     return detect_format(path, name=label)
 
 

@@ -1,5 +1,8 @@
 """Safe archive unpacking for uploaded bundles (.tar, .tar.gz, .tar.xz, .tar.bz2, .tar.zst, .zip).
 
+A single compressed file that is not a tar (``vda.blkparse.txt.xz``) is decompressed as one
+member named after the file without its extension.
+
 An upload is hostile until proven otherwise. Members are streamed (the archive is read once,
 front to back) and every one is checked before a byte is written:
 
@@ -134,6 +137,8 @@ def unpack_tar(path: Path, dest: Path, *, name: str,
     out: list[tuple[Path, str]] = []
     seen: set[str] = set()
     dest.mkdir(parents=True, exist_ok=True)
+    if not _is_tar(path):
+        return _unpack_single(path, dest, name=name, budget=budget)
     stream = _open_stream(path)
     try:
         with tarfile.open(fileobj=stream, mode="r|*") as tf:
@@ -165,6 +170,66 @@ def unpack_tar(path: Path, dest: Path, *, name: str,
     return out
 
 
+def _decompressed(path: Path) -> BinaryIO:
+    """A stream of the decompressed content (gz, xz, bz2, zst) or the raw file."""
+    import bz2
+    import gzip
+    import lzma
+
+    with open(path, "rb") as fh:
+        head = fh.read(6)
+    if head[:2] == b"\x1f\x8b":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    if head[:6] == b"\xfd7zXZ\x00":
+        return lzma.open(path, "rb")  # type: ignore[return-value]
+    if head[:3] == b"BZh":
+        return bz2.open(path, "rb")  # type: ignore[return-value]
+    return _open_stream(path)
+
+
+def _is_tar(path: Path) -> bool:
+    """True when the (decompressed) content starts with a tar header ("ustar" at 257)."""
+    try:
+        with _decompressed(path) as fh:
+            head = fh.read(512)
+    except Exception:  # corrupt compressed data: let the tar reader report it
+        return True
+    if len(head) < 512:
+        return False
+    return head[257:262] == b"ustar" or _tar_checksum_ok(head)
+
+
+def _tar_checksum_ok(block: bytes) -> bool:
+    """Old (v7) tar headers have no "ustar" magic; check the header checksum instead."""
+    try:
+        stored = int(block[148:156].split(b"\x00", 1)[0].strip() or b"-1", 8)
+    except ValueError:
+        return False
+    computed = sum(block[:148]) + 8 * 32 + sum(block[156:512])
+    return stored == computed
+
+
+def _unpack_single(path: Path, dest: Path, *, name: str,
+                   budget: _Budget) -> list[tuple[Path, str]]:
+    """A single compressed file (``trace.txt.xz``): decompress it as one member."""
+    base = Path(name.rsplit(":", 1)[-1]).name
+    for ext in (".gz", ".xz", ".zst", ".bz2", ".tgz"):
+        if base.endswith(ext):
+            base = base[: -len(ext)]
+            break
+    mname = safe_member_name(base or "member", name)
+    target = _target(dest, mname, name, set())
+    budget.member(mname)
+    try:
+        with _decompressed(path) as src:
+            _copy(src, target, mname, budget)
+    except UnpackError:
+        raise
+    except Exception as exc:  # EOFError, lzma.LZMAError, zlib.error, OSError, zstd errors
+        raise UnpackError(name, f"corrupt compressed file: {exc}") from None
+    return [(target, mname)]
+
+
 def unpack_zip(path: Path, dest: Path, *, name: str,
                limits: UnpackLimits = DEFAULT_LIMITS) -> list[tuple[Path, str]]:
     """Extract a zip into ``dest`` with the same checks as :func:`unpack_tar`."""
@@ -182,7 +247,7 @@ def unpack_zip(path: Path, dest: Path, *, name: str,
                     continue
                 if stat.S_ISLNK(mode):
                     raise UnpackError(name, f"member {info.filename!r}: links are not allowed")
-                if mode and not stat.S_ISREG(mode):
+                if stat.S_IFMT(mode) and not stat.S_ISREG(mode):
                     raise UnpackError(name, f"member {info.filename!r}: special files are "
                                             "not allowed")
                 if info.flag_bits & 0x1:
