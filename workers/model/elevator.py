@@ -57,6 +57,9 @@ class NoneQueue:
     def pop(self, t: int) -> Request | None:
         return self.q.popleft() if self.q else None
 
+    def peek(self, t: int) -> Request | None:
+        return self.q[0] if self.q else None
+
 
 class DeadlineQueue:
     """mq-deadline-like elevator (see the module docstring)."""
@@ -172,28 +175,39 @@ class DeadlineQueue:
             return None
         return self.rqs[d][keys[i][1]]
 
-    def pop(self, t: int) -> Request | None:
+    def _choose(self, t: int) -> tuple[Request, int, bool] | None:
+        """``dd_dispatch_request``'s choice: (request, direction, starts a new batch)."""
         if self.n == 0:
             return None
         d = self.last_dir
         rq = self._next_in_sweep(d) if self.rqs[d] else None
         if rq is not None and self.batching < FIFO_BATCH:
-            return self._take(rq, d)
+            return rq, d, False
         reads, writes = bool(self.rqs[0]), bool(self.rqs[1])
-        if reads and (not writes or self.starved < WRITES_STARVED):
-            d = 0
-            if writes:
-                self.starved += 1
-        else:
-            d = 1
-            self.starved = 0
+        d = 0 if reads and (not writes or self.starved < WRITES_STARVED) else 1
         nxt = self._next_in_sweep(d)
         if self._expired(d, t) or nxt is None:
             nxt = self._fifo_head(d)
         assert nxt is not None
-        self.batching = 0
-        self.last_dir = d
-        return self._take(nxt, d)
+        return nxt, d, True
+
+    def peek(self, t: int) -> Request | None:
+        c = self._choose(t)
+        return c[0] if c else None
+
+    def pop(self, t: int) -> Request | None:
+        c = self._choose(t)
+        if c is None:
+            return None
+        rq, d, new_batch = c
+        if new_batch:
+            if d == 0:
+                self.starved = self.starved + 1 if self.rqs[1] else self.starved
+            else:
+                self.starved = 0
+            self.batching = 0
+            self.last_dir = d
+        return self._take(rq, d)
 
     def _take(self, rq: Request, d: int) -> Request:
         self._remove(rq)

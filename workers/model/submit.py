@@ -441,7 +441,14 @@ class Engine:
         queue = self.queues[dev]
         depth = max(self.limits[dev].queue_depth, 1)
         server = self.servers[dev]
+        exclusive = bool(getattr(server, "_exclusive", False))
         while self.inflight[dev] < depth and len(queue):
+            if exclusive and self.inflight[dev] > 0:
+                # a non-queued discard (SATA TRIM) waits for an idle device and keeps
+                # everything behind it queued (and mergeable) meanwhile
+                nxt = queue.peek(t)
+                if nxt is not None and is_discard_op(nxt.op):
+                    break
             rq = queue.pop(t)
             if rq is None:
                 break
