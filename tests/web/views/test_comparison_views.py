@@ -35,7 +35,7 @@ def test_page_before_results_shows_progress(client, comparison):
     r = client.get(comparison.get_absolute_url())
     html = r.content.decode()
     assert r.status_code == 200
-    assert 'data-progress-url="/comparisons/%d/progress.json"' % comparison.pk in html
+    assert f'data-progress-url="/comparisons/{comparison.pk}/progress.json"' in html
     assert 'data-done="0"' in html
     assert "Results appear here when the analysis has finished." in html
     p = client.get(reverse("comparison-progress", args=[comparison.pk])).json()
