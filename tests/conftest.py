@@ -25,7 +25,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
-SEED000 = Path("/work/shared/seeds/000_bd92b2ca435366b4.txt")
 DEMO = ROOT / "reviewapp" / "demo"
 
 # Engine tests (tests/engine) do not need Django; pytest-django still configures it, which

@@ -15,7 +15,8 @@ import requests
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-SEED000 = Path("/work/shared/seeds/000_bd92b2ca435366b4.txt")
+# Excerpt of seed 000_bd92b2ca435366b4.txt (copied from /work/shared/seeds/).
+SEED000 = Path(__file__).resolve().parents[1] / "data" / "seeds" / "seed000_g_stage.txt"
 
 
 def seed000_g_lines(which: str) -> list[str]:

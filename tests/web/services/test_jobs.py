@@ -89,3 +89,35 @@ def test_store_results_after_failure_is_refused(make_upload, seed000_before):
     job_mark_failed(job_id=job.pk, error="worker lost")
     assert job_store_results(job_id=job.pk, results={"version": 1}, ingest={}) is None
     assert not BundleResult.objects.filter(bundle=bundle).exists()
+
+
+def test_manifest_kernel_fills_bundle_kernel(make_upload, seed000_before):
+    """A blkreview.toml in the bundle names the kernel when the uploader did not."""
+    manifest = b'kernel = "6.1.0-57-amd64"\nrole = "baseline"\n'
+    bundle, _ = bundle_create(files=[make_upload("g.txt", seed000_before),
+                                     make_upload("blkreview.toml", manifest)])
+    job = AnalysisJob.objects.get(bundle=bundle)
+    assert run_analysis(job.pk) == "succeeded", AnalysisJob.objects.get(pk=job.pk).error
+    bundle.refresh_from_db()
+    assert bundle.kernel == "6.1.0-57-amd64"
+    assert bundle.result.ingest["manifest"]["kernel"] == "6.1.0-57-amd64"
+
+
+def test_unexpected_error_reaches_on_failure(make_upload, seed000_before, monkeypatch):
+    """An engine bug propagates out of the task body and on_failure records it readably."""
+    import workers.analyzers
+    from workers.tasks import analyze_bundle
+
+    bundle, job = _bundle(make_upload, seed000_before)
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("analyzer exploded")
+
+    monkeypatch.setattr(workers.analyzers, "analyze", boom)
+    with pytest.raises(RuntimeError):
+        run_analysis(job.pk)
+    analyze_bundle.on_failure(RuntimeError("analyzer exploded"), "tid", [job.pk], {}, None)
+    job.refresh_from_db()
+    assert job.state == "failed"
+    assert job.error == "internal error in the worker: RuntimeError: analyzer exploded"
+    assert not BundleResult.objects.filter(bundle=bundle).exists()
