@@ -316,6 +316,8 @@ class RawBlktrace:
     #: message rows (table row -> text)
     messages: dict[int, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: machine-readable problems that are not fatal: {"file", "offset", "reason", "kind"}
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)
     version: int = VERSION_V1
     big_endian: bool = False
     #: earliest time of a record that counts for genesis (events and messages), or None
@@ -454,7 +456,10 @@ def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str) -> RawB
         warnings.append(f"{label}: {dropped} records with unknown action codes skipped "
                         "(blkparse prints 'Bad fs action')")
     if int(np.max(cols["cpu"], initial=0)) > 0xFFFF:
-        raise ParseError(label, "cpu number above 65535 in a record (corrupt data)")
+        row = int(np.argmax(cols["cpu"] > 0xFFFF))
+        raise ParseError(label, f"cpu number {int(cols['cpu'][row])} above 65535 in a record "
+                                "(corrupt data)",
+                         offset=int(_event_offset(buf, big, version, row)))
     # genesis candidates: events and messages (PROCESS/TIMESTAMP notes are excluded)
     times = cols["time_ns"]
     if keep is not None:
@@ -483,18 +488,21 @@ def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str) -> RawB
         table = table.take(np.flatnonzero(keep))
         remap_rows = np.cumsum(keep) - 1
         messages = {int(remap_rows[r]): txt for r, txt in messages.items()}
+    diagnostics: list[dict[str, Any]] = []
     gap = _sequence_gaps(table)
     if gap is not None:
         n_gaps, first_row, dev_v, cpu_v, prev_seq, next_seq = gap
         original_row = first_row if keep is None else int(np.flatnonzero(keep)[first_row])
         off = int(_event_offset(buf, big, version, original_row))
-        warnings.append(
-            f"{label}, byte {off}: sequence gap on {dev_v >> 20},{dev_v & 0xFFFFF} cpu {cpu_v} "
-            f"({prev_seq} -> {next_seq}); {n_gaps} gap(s) in this file: the relay buffer "
-            "dropped events (blkparse does not report this)")
+        reason = (f"sequence gap on {dev_v >> 20},{dev_v & 0xFFFFF} cpu {cpu_v} "
+                  f"({prev_seq} -> {next_seq}); {n_gaps} gap(s) in this file: the relay "
+                  "buffer dropped events (blkparse does not report this)")
+        warnings.append(f"{label}, byte {off}: {reason}")
+        diagnostics.append({"file": label, "offset": off, "reason": reason,
+                            "kind": "sequence_gap", "gaps": n_gaps})
     return RawBlktrace(name=label, table=table, processes=processes, timestamps=timestamps,
                        messages=messages, warnings=warnings, version=version, big_endian=big,
-                       genesis=genesis)
+                       genesis=genesis, diagnostics=diagnostics)
 
 
 def _sequence_gaps(table: EventTable) -> tuple[int, int, int, int, int, int] | None:
@@ -598,6 +606,7 @@ def merge_raw(raws: list[RawBlktrace]) -> EventTable:
         "versions": sorted({r.version for r in raws}),
         "byte_orders": sorted({"big" if r.big_endian else "little" for r in raws}),
         "warnings": warnings,
+        "diagnostics": [d for r in raws for d in r.diagnostics],
     }
     if ts:
         t0, sec, nsec = ts[0]

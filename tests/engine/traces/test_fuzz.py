@@ -1,0 +1,169 @@
+"""Property tests: random and mutated inputs give a valid table or a ParseError, nothing else."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from workers.errors import ParseError
+from workers.events import COLUMNS, EventTable
+from workers.traces import Summary, ingest, parse_file
+from workers.traces.blktrace_bin import merge_raw, parse_blktrace_bytes
+from workers.traces.synth import all_actions_table
+from workers.traces.writers import encode_blktrace
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "traces"
+SETTINGS = settings(max_examples=150, deadline=2000,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+BINARY_SEED = encode_blktrace(all_actions_table())
+TEXT_SEEDS = {
+    "blkparse": (DATA / "demo.blkparse.txt").read_bytes(),
+    "ftrace": b"".join((DATA / "ftrace_linux6.18.txt").read_bytes().splitlines(True)[:60]),
+    "bpftrace": b"117828811               dd 1475 0: blk_mq_start_request ublkb0 bio 0-524288\n"
+                b"117828823               dd 1475 0: blk_mq_start_request ublkb0 bio 400-4096\n",
+    "biosnoop": b"".join((DATA / "biosnoop_example.txt").read_bytes().splitlines(True)[:30]),
+    "iostat": (DATA / "iostat-x_sysstat12.6.1.txt").read_bytes(),
+    "iostat-json": (DATA / "iostat-x-json_sysstat12.6.1.json").read_bytes(),
+    "fio-json": (DATA / "fio-3.33_randrw.json").read_bytes(),
+    "manifest": (DATA / "k61_raid5_blkreview.toml").read_bytes()[:600],
+    "sysfs-queue": (DATA / "k61_raid5_queue_limits.txt").read_bytes()[:800],
+    "mdstat": (DATA / "k61_raid5_mdstat").read_bytes(),
+}
+
+
+def _warm_up() -> None:
+    """Compile the numba kernels once so example timings measure parsing, not compiling."""
+    from workers.traces.blktrace_bin import _event_offset
+
+    merge_raw([parse_blktrace_bytes(BINARY_SEED)])
+    _event_offset(np.frombuffer(BINARY_SEED, dtype=np.uint8), False, 7, 3)
+
+
+_warm_up()
+
+
+def check_table(table: EventTable) -> None:
+    """Aligned columns of the declared dtypes, comm indices inside the string table."""
+    n = len(table)
+    for name, dtype in COLUMNS:
+        col = getattr(table, name)
+        assert col.dtype == np.dtype(dtype) and len(col) == n
+    if n:
+        assert int(table.comm.max()) < len(table.comms)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, seed: bytes) -> bytes:
+    """Flip, overwrite, insert, delete or truncate bytes of a valid input."""
+    data = bytearray(seed)
+    for _ in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(["flip", "set", "insert", "delete", "truncate"]))
+        if not data:
+            break
+        i = draw(st.integers(0, len(data) - 1))
+        if op == "flip":
+            data[i] ^= 1 << draw(st.integers(0, 7))
+        elif op == "set":
+            data[i] = draw(st.integers(0, 255))
+        elif op == "insert":
+            data[i:i] = draw(st.binary(min_size=1, max_size=16))
+        elif op == "delete":
+            del data[i:i + draw(st.integers(1, 64))]
+        else:
+            del data[i:]
+    return bytes(data)
+
+
+def _run_file(data: bytes, fn: Callable[[Path], Any]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "input"
+        p.write_bytes(data)
+        try:
+            out = fn(p)
+        except ParseError as exc:
+            assert exc.reason and exc.path
+            return
+        if isinstance(out, EventTable):
+            check_table(out)
+        elif isinstance(out, Summary):
+            assert isinstance(out.rows, list)
+        else:
+            check_table(out.table)
+
+
+@SETTINGS
+@given(st.binary(max_size=2048))
+def test_binary_random_bytes(data: bytes) -> None:
+    """Random bytes through the binary parser: table or ParseError."""
+    try:
+        check_table(merge_raw([parse_blktrace_bytes(b"\x07tae" + data)]))
+    except ParseError as exc:
+        assert exc.offset is not None or "magic" in exc.reason
+
+
+@SETTINGS
+@given(mutated(BINARY_SEED))
+def test_binary_mutated(data: bytes) -> None:
+    """Mutations of a valid every-action stream: table or ParseError with an offset."""
+    try:
+        check_table(merge_raw([parse_blktrace_bytes(data)]))
+    except ParseError as exc:
+        assert exc.offset is not None
+
+
+@SETTINGS
+@given(st.sampled_from(sorted(TEXT_SEEDS)), st.data())
+def test_text_formats_mutated(fmt: str, data: st.DataObject) -> None:
+    """Mutations of every text format, parsed as that format: result or ParseError."""
+    blob = data.draw(mutated(TEXT_SEEDS[fmt]))
+    if fmt in ("manifest", "sysfs-queue", "mdstat"):
+        from workers.traces.manifest import build_manifest
+
+        _run_file(blob, lambda p: (build_manifest([(p, "m", fmt)]), EventTable.empty())[1])
+    else:
+        _run_file(blob, lambda p: parse_file(p, name="input", fmt=fmt))
+
+
+@SETTINGS
+@given(st.binary(max_size=1024))
+def test_text_formats_random(data: bytes) -> None:
+    """Random bytes through detection and ingest: result or ParseError."""
+    _run_file(data, lambda p: ingest([p], names=["input"]))
+
+
+@SETTINGS
+@given(st.sampled_from(sorted(TEXT_SEEDS)), st.text(max_size=300))
+def test_text_lines_random(fmt: str, text: str) -> None:
+    """Random unicode text parsed as each text format: result or ParseError."""
+    _run_file(text.encode("utf-8", errors="replace"),
+              lambda p: parse_file(p, name="input", fmt=fmt)
+              if fmt not in ("manifest", "sysfs-queue", "mdstat") else EventTable.empty())
+
+
+@settings(max_examples=60, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["tar", "tar.gz", "zip"]), st.data())
+def test_archives_mutated(kind: str, data: st.DataObject) -> None:
+    """Mutated archives holding a valid trace: result or a ParseError/UnpackError."""
+    import io
+    import tarfile
+    import zipfile
+
+    buf = io.BytesIO()
+    payload = TEXT_SEEDS["blkparse"]
+    if kind == "zip":
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("t/demo.txt", payload)
+    else:
+        with tarfile.open(fileobj=buf, mode="w:gz" if kind == "tar.gz" else "w") as tf:
+            info = tarfile.TarInfo("t/demo.txt")
+            info.size = len(payload)
+            tf.addfile(info, io.BytesIO(payload))
+    blob = data.draw(mutated(buf.getvalue()))
+    _run_file(blob, lambda p: ingest([p], names=[f"b.{kind}"]))
