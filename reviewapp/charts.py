@@ -145,6 +145,20 @@ KEY_METRICS: list[tuple[str, str, Callable[[dict[str, Any]], float | None], int,
 
 
 @dataclass
+class Section:
+    """One block of the page per device: a title, a partial template, and its figure kinds.
+
+    The template gets ``device`` (the DeviceView) and ``section``; side-by-side charts use the
+    figure keys ``"<kind>-baseline"`` / ``"<kind>-patched"``.
+    """
+
+    id: str
+    title: str
+    template: str
+    kinds: tuple[str, ...] = ()
+
+
+@dataclass
 class DeviceView:
     dev: str
     name: str
@@ -152,9 +166,21 @@ class DeviceView:
     runs: dict[str, int] = field(default_factory=dict)
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)  # "seek-baseline" -> fig
     rows: list[Row] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
+    #: the seed 000 text layout of the seek histogram per side (first run), for mail replies
+    seek_text: dict[str, str] = field(default_factory=dict)
 
     def figure(self, kind: str, side: str) -> dict[str, Any] | None:
         return self.figures.get(f"{kind}-{side}")
+
+
+#: The page's sections, in order. Issue 5 adds fragmentation, throughput, latency, ordering and
+#: model sections here (a builder filling ``DeviceView`` plus a partial template).
+SECTIONS: tuple[Section, ...] = (
+    Section("numbers", "Key numbers", "reviewapp/partials/section_numbers.html"),
+    Section("seek", "Seek distance", "reviewapp/partials/section_charts.html", ("seek",)),
+    Section("sizes", "Request size", "reviewapp/partials/section_charts.html", ("sizes",)),
+)
 
 
 def device_view(side_results: dict[str, list[dict[str, Any]]], dev: str) -> DeviceView:
@@ -182,13 +208,29 @@ def device_view(side_results: dict[str, list[dict[str, Any]]], dev: str) -> Devi
             )
     for s in SIDES:
         view.runs[s] = len(per_side[s])
-        stages = sorted({str(d.get("stage")) for d in per_side[s] if d.get("stage")})
-        view.stages[s] = ",".join(stages)
+        notes = sorted({str(d.get("stage_note") or (f"stage {d['stage']}" if d.get("stage") else ""))
+                        for d in per_side[s]} - {""})
+        view.stages[s] = "; ".join(notes)
     for label, unit, fn, digits, better in KEY_METRICS:
         view.rows.append(Row(label=label, unit=unit, baseline=_metric(per_side["baseline"], fn),
                              patched=_metric(per_side["patched"], fn), digits=digits,
                              better=better))
+    for s in SIDES:
+        if per_side[s] and per_side[s][0].get("seek"):
+            view.seek_text[s] = seek_text(per_side[s][0]["seek"])
+    view.sections = [sec for sec in SECTIONS
+                     if not sec.kinds or any(view.figure(k, s) for k in sec.kinds for s in SIDES)]
     return view
+
+
+def seek_text(seek_json: dict[str, Any]) -> str:
+    """The seed 000 layout (``Read|Write seek`` ... buckets) of stored seek results."""
+    from workers.analyzers.seek import SeekHistogram
+
+    try:
+        return SeekHistogram.from_json(seek_json).text()
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 def comparison_view_model(side_results: dict[str, list[dict[str, Any]]]) -> list[DeviceView]:

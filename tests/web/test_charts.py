@@ -71,3 +71,15 @@ def test_device_only_on_one_side():
     [dev] = comparison_view_model({"baseline": [only], "patched": []})
     assert dev.figure("seek", "baseline") is not None
     assert dev.figure("seek", "patched") is None
+
+
+def test_seek_text_in_seed000_layout():
+    """Each side's seek histogram is also given in the seed 000 text layout."""
+    base = dev_result([25079, 0, 0, 0, 0, 0, 12540, 2508, 0, 10032, 5016], [1], cnt=55175,
+                      zero=25079)
+    base["devices"]["8,0"]["seek"].update({"dev": "8,0"})
+    [dev] = comparison_view_model({"baseline": [base], "patched": []})
+    lines = [" ".join(ln.split()) for ln in dev.seek_text["baseline"].splitlines()]
+    assert lines[:2] == ["Read|Write seek", "cnt 55175, zero cnt 25079"]
+    assert lines[3] == "0 .. 1 : 25079 45.5% |########################################|"
+    assert lines[-1] == "512 .. 1024 : 5016 9.1% |######### |"  # as in the seed, folded
