@@ -3,7 +3,6 @@ the real worker, and sees both seek histograms drawn (plot containers with data)
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,10 @@ DEMO = Path(__file__).resolve().parents[2] / "reviewapp" / "demo"
 
 
 @pytest.fixture
-def browser_page():
+def browser_page(monkeypatch):
     # Playwright's sync API runs an event loop; Django's async-unsafe guard would trip on the
     # ORM calls this test's fixtures make in the same thread.
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
