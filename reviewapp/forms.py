@@ -45,9 +45,13 @@ class UploadForm(forms.Form):
                                       help_text="uname -r, e.g. 6.17.13")
     patched_files = MultipleFileField(required=False, label="Patched traces")
     patched_kernel = forms.CharField(max_length=100, required=False, label="Patched kernel")
-    stack = forms.CharField(required=False, label="Device stack and queue limits",
+    stack = forms.CharField(required=False, label="Device stack",
                             widget=forms.Textarea(attrs={"rows": 2}),
-                            help_text="e.g. md raid5 of 8 HDDs, 64k chunk, max_sectors_kb=1024")
+                            help_text="e.g. md raid5 of 8 HDDs, 64k chunk, left-symmetric")
+    limits = forms.CharField(required=False, label="Queue limits",
+                             widget=forms.Textarea(attrs={"rows": 2}),
+                             help_text="e.g. md0 max_sectors_kb=1024; sd* max_sectors_kb=1280 "
+                                       "nr_requests=256 scheduler=none")
     workload = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                                help_text="e.g. dd if=/dev/md0 of=/dev/null bs=4480k iflag=direct")
     policy = forms.CharField(max_length=300, required=False, label="Policy under test",

@@ -23,6 +23,7 @@ import secrets
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -142,6 +143,7 @@ TEMPLATES = [
 ]
 
 # https://github.com/jazzband/dj-database-url
+DATABASES: dict[str, dict[str, Any]]
 if EMBEDDED:
     ensure_dir(VAR_DIR)
     DATABASES = {
@@ -153,7 +155,7 @@ if EMBEDDED:
         }
     }
 else:
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+    DATABASES = {"default": dict(dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60))}
 if TESTING and DATABASES["default"]["ENGINE"].endswith("postgresql"):
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0

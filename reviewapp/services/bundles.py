@@ -42,16 +42,11 @@ def detect_upload_format(file: Any, name: str) -> str:
         UploadRejected: empty, or not a recognised trace/summary/archive, with the reason.
     """
     from workers.errors import BlkreviewError, ParseError
+    from workers.traces.detect import detect_bytes
 
-    try:
-        from workers.traces.detect import detect_bytes
-    except ImportError:  # pragma: no cover - the parser package is being built in parallel
-        detect_bytes = None
     head = _read_head(file)
     if not head:
         raise UploadRejected(f"{name}: empty file")
-    if detect_bytes is None:
-        return ""
     try:
         return str(detect_bytes(head, name))
     except ParseError as exc:
@@ -124,7 +119,7 @@ def bundle_create(
     limit = settings.BLKREVIEW_MAX_UPLOAD_BYTES
     checked = bundle_validate(files=files, side_label=label)
 
-    stored: list[tuple[str, str, str, int, str]] = []  # (client, fmt, storage, sha, size)
+    stored: list[tuple[str, str, str, str, int]] = []  # (client, fmt, storage, sha, size)
     remaining = limit
     try:
         for f, client, fmt in checked:

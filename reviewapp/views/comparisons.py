@@ -38,7 +38,8 @@ def upload(request: HttpRequest) -> HttpResponse:
                     title=d["title"], version=d["version"], author=d["author"],
                     mail=d.get("mbox"), baseline_files=d["baseline_files"],
                     patched_files=d["patched_files"], baseline_kernel=d["baseline_kernel"],
-                    patched_kernel=d["patched_kernel"], stack=d["stack"], workload=d["workload"],
+                    patched_kernel=d["patched_kernel"], stack=d["stack"], limits=d["limits"],
+                    workload=d["workload"],
                     policy=d["policy"], public=d["public"], user=request.user,
                 )
             except ServiceError as exc:

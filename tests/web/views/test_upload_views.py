@@ -50,12 +50,16 @@ def test_upload_success_lands_on_comparison_page(logged_in_client, make_upload, 
     r = _post(logged_in_client, baseline_files=make_upload("before.txt", seed000_before),
               patched_files=make_upload("after.txt", seed000_after),
               baseline_kernel="6.17.13", patched_kernel="6.18.15",
-              stack="md raid5 8 disks", workload="dd bs=4480k", policy="split_remainder=head")
+              stack="md raid5 8 disks", limits="max_sectors_kb=1024", workload="dd bs=4480k",
+              policy="split_remainder=head")
     cmp_ = Comparison.objects.get()
     assert r.status_code == 302 and r["Location"] == cmp_.get_absolute_url()
     assert cmp_.created_by == user and cmp_.policy == "split_remainder=head"
     kernels = {b.role: b.kernel for b in TraceBundle.objects.all()}
     assert kernels == {"baseline": "6.17.13", "patched": "6.18.15"}
+    assert {b.limits for b in TraceBundle.objects.all()} == {"max_sectors_kb=1024"}
+    page = logged_in_client.get(r["Location"]).content.decode()
+    assert "max_sectors_kb=1024" in page and "6.18.15" in page
 
 
 def test_upload_several_files_per_side(logged_in_client, make_upload, make_blkparse):
