@@ -1,0 +1,67 @@
+"""Management commands: load_demo, import_bundle, rerun_jobs."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from reviewapp.models import AnalysisJob, BundleResult, Comparison, TraceBundle
+from workers.tasks import run_analysis
+
+pytestmark = pytest.mark.django_db
+
+
+def test_load_demo_creates_user_and_analyzed_comparison():
+    """load_demo prints the login and leaves the seed 000 comparison analyzed; twice is fine."""
+    out = io.StringIO()
+    call_command("load_demo", stdout=out)
+    text = out.getvalue()
+    assert "Demo login: user 'demo', password 'demo-blkreview'" in text
+    cmp_ = Comparison.objects.get()
+    assert cmp_.status == "ready"
+    seek = cmp_.baseline_bundles.get().result.data["devices"]["8,0"]["seek"]
+    assert (seek["cnt"], seek["zero_cnt"]) == (6, 1)
+    call_command("load_demo", stdout=io.StringIO())
+    assert Comparison.objects.count() == 1
+    from django.contrib.auth import authenticate
+
+    assert authenticate(username="demo", password="demo-blkreview") is not None
+
+
+def test_import_bundle_and_rerun_failed(tmp_path, seed000_before):
+    """import_bundle stores files; rerun_jobs --failed queues a new job for a failed bundle."""
+    good = tmp_path / "g.txt"
+    good.write_bytes(seed000_before)
+    bad = tmp_path / "b.txt"
+    bad.write_bytes(seed000_before + b"8,0 0 1 1.0 1 G R x + 8 [dd]\n")
+    out = io.StringIO()
+    call_command("import_bundle", str(good), "--kernel", "6.1", stdout=out)
+    assert "created" in out.getvalue()
+    out = io.StringIO()
+    call_command("import_bundle", str(good), stdout=out)
+    assert "already stored" in out.getvalue()
+    call_command("import_bundle", str(bad), "--role", "patched", stdout=io.StringIO())
+    for job in AnalysisJob.objects.all():
+        run_analysis(job.pk)
+    failed = TraceBundle.objects.get(parse_status="failed")
+    out = io.StringIO()
+    call_command("rerun_jobs", "--failed", stdout=out)
+    assert f"bundle {failed.pk}: queued job" in out.getvalue()
+    assert AnalysisJob.objects.filter(bundle=failed, state="queued").count() == 1
+    assert BundleResult.objects.count() == 1
+
+
+def test_import_bundle_refuses_unknown_format(tmp_path):
+    """A file that is no trace is refused with the reason."""
+    f = tmp_path / "x.txt"
+    f.write_text("not a trace\n")
+    with pytest.raises(CommandError, match="x.txt: not a recognised"):
+        call_command("import_bundle", str(f))
+
+
+def test_rerun_jobs_needs_a_selection():
+    """Without --failed/--bundle/--all the command refuses."""
+    with pytest.raises(CommandError):
+        call_command("rerun_jobs")
