@@ -359,7 +359,7 @@ def _flags_of(rwbs: int) -> int:
 
 
 def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
-           record: bool = True) -> EventTable:
+           record: bool = True, engine: str = "auto") -> EventTable:
     """Predict the events every device of ``stack`` sees for ``bios`` under ``policy``.
 
     Args:
@@ -369,6 +369,9 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         policy: kernel behaviour (a preset, possibly with overrides).
         seed: recorded in the output's meta; the replay itself has no randomness.
         record: False skips the event table (benchmarks of the state machine alone).
+        engine: ``"python"`` (:class:`workers.model.submit.Engine`), ``"fast"`` (the compiled
+            engine of :mod:`workers.model.fast`, same events; ModelConfigError when the case is
+            outside its scope) or ``"auto"`` (fast when eligible).
 
     Returns:
         An EventTable sorted by time with per-device seq numbers.
@@ -403,6 +406,16 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             last_key[p] = plug_l[i]
         else:
             th.units[-1][1].append(i)
+    if engine not in ("auto", "python", "fast"):
+        raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
+    if engine != "python":
+        from workers.model import fast
+
+        if fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
+            return _replay_fast(eng, threads, bios, stack, policy, seed, record, sector, nr,
+                                seg, rwbs, pid, time_ns)
+        if engine == "fast":
+            raise ModelConfigError("this stack/workload is outside the compiled engine's scope")
     sector_l, nr_l, seg_l, rwbs_l = sector.tolist(), nr.tolist(), seg.tolist(), rwbs.tolist()
     ops = [op_from_rwbs(r) for r in rwbs_l] if n else []
 
@@ -450,12 +463,48 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     return _table(eng, stack, policy, bios, seed) if record else EventTable.empty()
 
 
-def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int) -> EventTable:
-    rows = eng.ev_rows
-    if rows:
-        arr = np.array(rows, dtype=np.int64)
-    else:
-        arr = np.zeros((0, 9), dtype=np.int64)
+def _replay_fast(eng: Engine, threads: dict[int, _Thread], bios: BioStream, stack: Stack,
+                 policy: Policy, seed: int, record: bool, sector: npt.NDArray[np.int64],
+                 nr: npt.NDArray[np.int64], seg: npt.NDArray[np.int64],
+                 rwbs: npt.NDArray[np.int64], pid: npt.NDArray[np.int64],
+                 time_ns: npt.NDArray[np.int64]) -> EventTable:
+    """The same replay through :func:`workers.model.fast.run_fast`."""
+    from workers.model import fast
+    from workers.model.submit import STEP_NS
+
+    perm: list[int] = []
+    units: list[tuple[int, int, int]] = []
+    tlist: list[tuple[int, int, int]] = []
+    for ti, th in enumerate(threads.values()):
+        first_unit = len(units)
+        for _, rows in th.units:
+            a = len(perm)
+            perm.extend(rows)
+            units.append((a, len(perm), ti))
+        tlist.append((first_unit, len(units), th.depth))
+    p = np.asarray(perm, dtype=np.int64)
+    rw = np.asarray(rwbs, dtype=np.int64)[p]
+    ops = np.array([op_from_rwbs(int(r)) for r in rw], dtype=np.int64) if len(rw) else \
+        np.zeros(0, np.int64)
+    flags = np.where(rw & RWBS_SYNC, F_SYNC | np.where(rw & RWBS_WRITE, F_IDLE, 0), 0)
+    rows_arr, nreq = fast.run_fast(stack, policy, eng.limits, eng.servers,
+                                   np.ascontiguousarray(sector[p]), np.ascontiguousarray(nr[p]),
+                                   ops, rw, flags.astype(np.int64),
+                                   np.ascontiguousarray(np.asarray(seg, dtype=np.int64)[p]),
+                                   np.ascontiguousarray(np.asarray(pid, dtype=np.int64)[p]),
+                                   np.ascontiguousarray(np.asarray(time_ns, dtype=np.int64)[p]),
+                                   units, tlist, STEP_NS, THINK_NS)
+    eng.n_requests = nreq
+    if not record:
+        return EventTable.empty()
+    return _table(eng, stack, policy, bios, seed, rows_arr)
+
+
+def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int,
+           arr: npt.NDArray[np.int64] | None = None) -> EventTable:
+    if arr is None:
+        rows = eng.ev_rows
+        arr = np.array(rows, dtype=np.int64) if rows else np.zeros((0, 9), dtype=np.int64)
     order = np.argsort(arr[:, 0], kind="stable")
     arr = arr[order]
     t = arr[:, 0]

@@ -1,0 +1,898 @@
+"""A compiled (numba) replay engine for the common case, event for event equal to ``submit.Engine``.
+
+Why: the replay is a sequential state machine (``current->bio_list`` recursion, the plug, device
+tags), so it cannot be vectorized; the Python engine costs about 80 us per member request,
+several times what ``blkparse`` needs to read the result back (issue 4's speed target). This
+module runs the same algorithm over preallocated int64 arrays inside one ``@njit`` loop.
+
+Scope (``eligible``): a plain disk, or one md raid0 / raid5 level over plain disks; READ/WRITE
+bios (no discards); scheduler ``none`` on every disk; single-zone raid0. Anything else goes to the
+Python engine. ``tests/engine/model/test_fast.py`` checks both engines produce identical tables
+on random inputs, stacks and policies.
+
+Layout: bios, md pieces and requests live in pools (2-D int64 arrays with free lists); a
+``bio_list`` is a head/tail pair linked through each bio's ``next`` field, as in the kernel; the
+event heap is an array binary heap ordered by (time, seq) like ``heapq`` on tuples. The loop
+returns to Python between units when a pool or the event buffer runs low; Python grows the
+arrays and resumes (all state is in the arrays).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+from workers.events import (
+    ACT_BACKMERGE,
+    ACT_COMPLETE,
+    ACT_FRONTMERGE,
+    ACT_GETRQ,
+    ACT_ISSUE,
+    ACT_QUEUE,
+    ACT_REMAP,
+    ACT_SPLIT,
+    RWBS_SYNC,
+    RWBS_WRITE,
+)
+from workers.model.device import _service_parts
+from workers.model.limits import QueueLimits
+from workers.model.policy import Policy
+from workers.model.split import OP_READ, OP_WRITE
+from workers.model.stack import Stack
+
+# bio fields
+B_NODE, B_SEC, B_NR, B_OP, B_RWBS, B_FLAGS, B_UNIT, B_UP, B_OFF, B_SEG, B_PID, B_FRESH, \
+    B_NEXT = range(13)
+NBF = 13
+# md piece fields
+P_NODE, P_SEC, P_NR, P_RWBS, P_REM, P_UP, P_PID = range(7)
+NPF = 7
+# request fields
+R_NODE, R_SEC, R_NR, R_OP, R_RWBS, R_NOMERGE, R_NSEGS, R_PID, R_BHEAD, R_BTAIL, R_NEXT = range(11)
+NRF = 11
+# scalar state
+(S_NOW, S_HSEQ, S_RID, S_EVN, S_BL0H, S_BL0T, S_BL1H, S_BL1T, S_PLN, S_MULTI, S_BFREE, S_PFREE,
+ S_RFREE, S_HN, S_NREQ, S_ERR) = range(16)
+NS = 16
+# policy codes
+POL_HEAD, POL_CLEARED, POL_ORDER, POL_CAND, POL_CHECK, POL_MAXCNT, POL_STEP, POL_THINK = range(8)
+ORDER_FIFO_SORTED, ORDER_LIFO, ORDER_FIFO = 0, 1, 2
+CAND_SCAN, CAND_NEWEST, CAND_OLDEST = 0, 1, 2
+# node codes
+KIND_DISK, KIND_RAID0, KIND_RAID5 = 0, 1, 2
+(L_MAXSEC, L_CHUNKSEC, L_PBS, L_LBS, L_MAXSEGS, L_SEGSIZE, L_NOMERGES, L_QD, L_KIND, L_DEV,
+ L_CHUNK, L_DOFF, L_LAYOUT, L_NMEM) = range(14)
+NLF = 14
+F_NOMERGE = 1
+EV_COMPLETE = 0
+EV_UNIT = 1
+_LAYOUTS = {"left-symmetric": 0, "left_symmetric": 0, "": 0, "2": 0, "left-asymmetric": 1,
+            "left_asymmetric": 1, "0": 1, "right-asymmetric": 2, "right_asymmetric": 2, "1": 2,
+            "right-symmetric": 3, "right_symmetric": 3, "3": 3}
+
+
+def eligible(bios_rwbs: npt.NDArray[np.int64], stack: Stack, limits: dict[int, QueueLimits]
+             ) -> bool:
+    """True when :func:`run_fast` models this replay exactly (see the module docstring)."""
+    from workers.events import RWBS_DISCARD, RWBS_SECURE, RWBS_WRITE_ZEROES
+
+    top = stack.top
+    if top.kind == "disk":
+        pass
+    elif top.kind in ("raid0", "raid5"):
+        if any(m.kind != "disk" for m in top.members):
+            return False
+        if top.kind == "raid0" and len({top.member_size(i) for i in range(len(top.members))}) > 1:
+            return False
+        if top.kind == "raid5" and top.layout not in _LAYOUTS:
+            return False
+    else:
+        return False
+    if any(limits[n.dev].has_elevator for n in stack.disks()):
+        return False
+    if len(bios_rwbs) and np.any(bios_rwbs & (RWBS_DISCARD | RWBS_SECURE | RWBS_WRITE_ZEROES)):
+        return False
+    return True
+
+
+# --- small helpers ---------------------------------------------------------------------------------
+@njit(cache=True)
+def _ev(EV: Any, S: Any, t: int, dev: int, pid: int, act: int, rwbs: int, sec: int, nr: int,
+        aux: int, aux2: int) -> None:
+    i = S[S_EVN]
+    EV[i, 0] = t
+    EV[i, 1] = dev
+    EV[i, 2] = pid
+    EV[i, 3] = act
+    EV[i, 4] = rwbs
+    EV[i, 5] = sec
+    EV[i, 6] = nr
+    EV[i, 7] = aux
+    EV[i, 8] = aux2
+    S[S_EVN] = i + 1
+
+
+@njit(cache=True)
+def _alloc(free: Any, S: Any, which: int) -> int:
+    n = S[which]
+    if n == 0:
+        S[S_ERR] = 1
+        return 0
+    S[which] = n - 1
+    return int(free[n - 1])
+
+
+@njit(cache=True)
+def _release_slot(free: Any, S: Any, which: int, idx: int) -> None:
+    free[S[which]] = idx
+    S[which] += 1
+
+
+@njit(cache=True)
+def _heap_push(H: Any, S: Any, t: int, kind: int, payload: int) -> None:
+    S[S_HSEQ] += 1
+    seq = S[S_HSEQ]
+    i = S[S_HN]
+    S[S_HN] = i + 1
+    while i > 0:
+        parent = (i - 1) >> 1
+        if H[parent, 0] < t or (H[parent, 0] == t and H[parent, 1] < seq):
+            break
+        H[i, 0] = H[parent, 0]
+        H[i, 1] = H[parent, 1]
+        H[i, 2] = H[parent, 2]
+        H[i, 3] = H[parent, 3]
+        i = parent
+    H[i, 0] = t
+    H[i, 1] = seq
+    H[i, 2] = kind
+    H[i, 3] = payload
+
+
+@njit(cache=True)
+def _heap_pop(H: Any, S: Any) -> tuple[int, int, int]:
+    t, kind, payload = H[0, 0], H[0, 2], H[0, 3]
+    n = S[S_HN] - 1
+    S[S_HN] = n
+    if n > 0:
+        lt, ls, lk, lp = H[n, 0], H[n, 1], H[n, 2], H[n, 3]
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                break
+            if c + 1 < n and (H[c + 1, 0] < H[c, 0] or (H[c + 1, 0] == H[c, 0] and
+                                                         H[c + 1, 1] < H[c, 1])):
+                c += 1
+            if H[c, 0] < lt or (H[c, 0] == lt and H[c, 1] < ls):
+                H[i, 0] = H[c, 0]
+                H[i, 1] = H[c, 1]
+                H[i, 2] = H[c, 2]
+                H[i, 3] = H[c, 3]
+                i = c
+            else:
+                break
+        H[i, 0] = lt
+        H[i, 1] = ls
+        H[i, 2] = lk
+        H[i, 3] = lp
+    return t, kind, payload
+
+
+@njit(cache=True)
+def _count(B: Any, P: Any, U: Any, b: int) -> None:
+    U[B[b, B_UNIT], 0] += 1
+    up = B[b, B_UP]
+    if up >= 0:
+        P[up, P_REM] += 1
+
+
+@njit(cache=True)
+def _new_bio(B: Any, FB: Any, S: Any, node: int, sec: int, nr: int, op: int, rwbs: int,
+             flags: int, unit: int, up: int, off: int, seg: int, pid: int, fresh: int) -> int:
+    b = _alloc(FB, S, S_BFREE)
+    B[b, B_NODE] = node
+    B[b, B_SEC] = sec
+    B[b, B_NR] = nr
+    B[b, B_OP] = op
+    B[b, B_RWBS] = rwbs
+    B[b, B_FLAGS] = flags
+    B[b, B_UNIT] = unit
+    B[b, B_UP] = up
+    B[b, B_OFF] = off
+    B[b, B_SEG] = seg
+    B[b, B_PID] = pid
+    B[b, B_FRESH] = fresh
+    B[b, B_NEXT] = -1
+    return b
+
+
+@njit(cache=True)
+def _enqueue(B: Any, S: Any, L: Any, EV: Any, POL: Any, b: int, split: bool) -> None:
+    """submit_bio_noacct_nocheck with current->bio_list active."""
+    if B[b, B_FRESH]:
+        _ev(EV, S, S[S_NOW], L[B[b, B_NODE], L_DEV], B[b, B_PID], 1, B[b, B_RWBS], B[b, B_SEC],
+            B[b, B_NR], 0, 0)
+        S[S_NOW] += POL[POL_STEP]
+        B[b, B_FRESH] = 0
+    B[b, B_NEXT] = -1
+    if split and POL[POL_HEAD]:
+        B[b, B_NEXT] = S[S_BL0H]
+        S[S_BL0H] = b
+        if S[S_BL0T] < 0:
+            S[S_BL0T] = b
+    else:
+        if S[S_BL0T] < 0:
+            S[S_BL0H] = b
+        else:
+            B[S[S_BL0T], B_NEXT] = b
+        S[S_BL0T] = b
+
+
+@njit(cache=True)
+def _pop0(B: Any, S: Any) -> int:
+    b = S[S_BL0H]
+    if b >= 0:
+        S[S_BL0H] = B[b, B_NEXT]
+        if S[S_BL0H] < 0:
+            S[S_BL0T] = -1
+        B[b, B_NEXT] = -1
+    return int(b)
+
+
+@njit(cache=True)
+def _front_len(sec: int, nr: int, off: int, seg: int, L: Any, node: int) -> int:
+    max_sectors = L[node, L_MAXSEC]
+    cs = L[node, L_CHUNKSEC]
+    if cs:
+        left = cs - sec % cs
+        if left < max_sectors:
+            max_sectors = left
+    pbs = L[node, L_PBS]
+    start = sec % pbs
+    end = (start + max_sectors) - (start + max_sectors) % pbs
+    lbs = L[node, L_LBS]
+    if end > start:
+        by_size = end - start
+    else:
+        by_size = max_sectors - max_sectors % lbs
+    u = L[node, L_SEGSIZE]
+    if seg > 0 and seg < u:
+        u = seg
+    reach = (off // u + L[node, L_MAXSEGS]) * u - off
+    by_segs = reach >> 9
+    by_segs -= by_segs % lbs
+    n = by_size if by_size < by_segs else by_segs
+    if n <= 0:
+        n = by_size if by_size > lbs else lbs
+    if n > nr:
+        n = nr
+    return int(n)
+
+
+@njit(cache=True)
+def _split_to_limits(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any, POL: Any,
+                     b: int) -> int:
+    node = B[b, B_NODE]
+    nr = B[b, B_NR]
+    f = _front_len(B[b, B_SEC], nr, B[b, B_OFF], B[b, B_SEG], L, node)
+    if f >= nr:
+        return b
+    sec = B[b, B_SEC]
+    _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 13, B[b, B_RWBS], sec, 0, sec + f, 0)
+    S[S_NOW] += POL[POL_STEP]
+    front = _new_bio(B, FB, S, node, sec, f, B[b, B_OP], B[b, B_RWBS], B[b, B_FLAGS] | F_NOMERGE,
+                     B[b, B_UNIT], B[b, B_UP], B[b, B_OFF], B[b, B_SEG], B[b, B_PID], 0)
+    _count(B, P, U, front)
+    B[b, B_SEC] = sec + f
+    B[b, B_NR] = nr - f
+    B[b, B_OFF] += f << 9
+    B[b, B_FRESH] = 0
+    _enqueue(B, S, L, EV, POL, b, True)
+    return front
+
+
+@njit(cache=True)
+def _personality_split(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any, POL: Any,
+                       b: int, nr: int) -> int:
+    node = B[b, B_NODE]
+    sec = B[b, B_SEC]
+    if POL[POL_HEAD]:
+        _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 13, B[b, B_RWBS], sec, 0, sec + nr, 0)
+        S[S_NOW] += POL[POL_STEP]
+    front = _new_bio(B, FB, S, node, sec, nr, B[b, B_OP], B[b, B_RWBS], B[b, B_FLAGS],
+                     B[b, B_UNIT], B[b, B_UP], B[b, B_OFF], B[b, B_SEG], B[b, B_PID], 0)
+    _count(B, P, U, front)
+    B[b, B_SEC] = sec + nr
+    B[b, B_NR] -= nr
+    B[b, B_OFF] += nr << 9
+    B[b, B_FRESH] = 0
+    _enqueue(B, S, L, EV, POL, b, True)
+    return front
+
+
+@njit(cache=True)
+def _remap(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any, POL: Any, b: int,
+           member: int, msec: int, nr: int, piece: int) -> None:
+    child = _new_bio(B, FB, S, member, msec, nr, B[b, B_OP], B[b, B_RWBS], B[b, B_FLAGS],
+                     B[b, B_UNIT], piece, B[b, B_OFF], B[b, B_SEG], B[b, B_PID], 1)
+    _count(B, P, U, child)
+    _ev(EV, S, S[S_NOW], L[member, L_DEV], B[b, B_PID], 15, B[b, B_RWBS], msec, nr, B[b, B_SEC],
+        L[B[b, B_NODE], L_DEV])
+    S[S_NOW] += POL[POL_STEP]
+    _enqueue(B, S, L, EV, POL, child, False)
+
+
+@njit(cache=True)
+def _new_piece(B: Any, P: Any, FP: Any, S: Any, b: int) -> int:
+    p = _alloc(FP, S, S_PFREE)
+    P[p, P_NODE] = B[b, B_NODE]
+    P[p, P_SEC] = B[b, B_SEC]
+    P[p, P_NR] = B[b, B_NR]
+    P[p, P_RWBS] = B[b, B_RWBS]
+    P[p, P_REM] = 0
+    P[p, P_UP] = B[b, B_UP]
+    P[p, P_PID] = B[b, B_PID]
+    if B[b, B_UP] >= 0:
+        P[B[b, B_UP], P_REM] += 1
+    return p
+
+
+@njit(cache=True)
+def _schedule(T: Any, UT: Any, H: Any, S: Any, th: int, t: int) -> None:
+    # T: [next, end, inflight, depth]
+    while T[th, 0] < T[th, 1] and (T[th, 3] == 0 or T[th, 2] < T[th, 3]):
+        u = T[th, 0]
+        ut = UT[u]
+        start = (ut if ut > t else t) if T[th, 3] > 0 else ut
+        _heap_push(H, S, start, 1, u)
+        T[th, 0] += 1
+        T[th, 2] += 1
+
+
+@njit(cache=True)
+def _release(B: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any, S: Any, L: Any, EV: Any,
+             POL: Any, b: int, t: int) -> None:
+    up = B[b, B_UP]
+    while up >= 0:
+        P[up, P_REM] -= 1
+        if P[up, P_REM] > 0:
+            break
+        _ev(EV, S, t, L[P[up, P_NODE], L_DEV], P[up, P_PID], 8, P[up, P_RWBS], P[up, P_SEC],
+            P[up, P_NR], 0, 0)
+        nxt = P[up, P_UP]
+        _release_slot(FP, S, S_PFREE, up)
+        up = nxt
+    unit = B[b, B_UNIT]
+    U[unit, 0] -= 1
+    if U[unit, 0] == 0 and U[unit, 1]:
+        th = U[unit, 2]
+        T[th, 2] -= 1
+        if T[th, 3] > 0:
+            _schedule(T, UT, H, S, th, t + POL[POL_THINK])
+
+
+@njit(cache=True)
+def _server_submit(SV: Any, SVU: Any, SVP: Any, node: int, t: int, sec: int, nr: int,
+                   is_write: bool) -> int:
+    """workers.model.timing.DeviceServer.submit for non-discards (same float arithmetic)."""
+    # SV: [kind, par, bus_free, last_c, head, busy]
+    par = int(SV[node, 1])
+    u = 0
+    if par > 1:
+        best = SVU[node, 0]
+        for k in range(1, par):
+            if SVU[node, k] < best:
+                best = SVU[node, k]
+                u = k
+    start = float(t)
+    if SVU[node, u] > start:
+        start = SVU[node, u]
+    setup, xfer = _service_parts(int(SV[node, 0]), SVP[node], sec, nr, is_write, False,
+                                 int(SV[node, 4]))
+    c = start + setup
+    if SV[node, 2] > c:
+        c = SV[node, 2]
+    c = c + xfer
+    SVU[node, u] = c
+    SV[node, 5] += setup + xfer
+    SV[node, 2] = c
+    if c > SV[node, 3]:
+        SV[node, 3] = c
+    SV[node, 4] = sec + nr
+    return int(math.ceil(c))
+
+
+@njit(cache=True)
+def _kick(R: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any, SVU: Any,
+          SVP: Any, node: int, t: int) -> None:
+    qd = L[node, L_QD]
+    if qd < 1:
+        qd = 1
+    while INF[node] < qd and Q[node, 0] >= 0:
+        rq = Q[node, 0]
+        Q[node, 0] = R[rq, R_NEXT]
+        if Q[node, 0] < 0:
+            Q[node, 1] = -1
+        _ev(EV, S, t, L[node, L_DEV], R[rq, R_PID], 7, R[rq, R_RWBS], R[rq, R_SEC], R[rq, R_NR],
+            0, 0)
+        c = _server_submit(SV, SVU, SVP, node, t, R[rq, R_SEC], R[rq, R_NR],
+                           R[rq, R_OP] != 0)
+        if c < t + 1:
+            c = t + 1
+        INF[node] += 1
+        _heap_push(H, S, c, 0, rq)
+
+
+@njit(cache=True)
+def _rq_max(L: Any, node: int, offset: int) -> int:
+    cs = L[node, L_CHUNKSEC]
+    ms = L[node, L_MAXSEC]
+    if not cs:
+        return int(ms)
+    left = cs - offset % cs
+    return int(left if left < ms else ms)
+
+
+@njit(cache=True)
+def _merge(R: Any, B: Any, L: Any, rq: int, b: int, nsegs: int) -> int:
+    """attempt_bio_merge for READ/WRITE: 0 none, 1 back, 2 front."""
+    if R[rq, R_NOMERGE] or B[b, B_FLAGS] & F_NOMERGE or R[rq, R_OP] != B[b, B_OP] or \
+            R[rq, R_NODE] != B[b, B_NODE]:
+        return 0
+    node = R[rq, R_NODE]
+    if R[rq, R_SEC] + R[rq, R_NR] == B[b, B_SEC]:
+        if R[rq, R_NR] + B[b, B_NR] > _rq_max(L, node, R[rq, R_SEC]) or \
+                R[rq, R_NSEGS] + nsegs > L[node, L_MAXSEGS]:
+            R[rq, R_NOMERGE] = 1
+            return 0
+        R[rq, R_NR] += B[b, B_NR]
+        R[rq, R_NSEGS] += nsegs
+        B[b, B_NEXT] = -1
+        B[R[rq, R_BTAIL], B_NEXT] = b
+        R[rq, R_BTAIL] = b
+        return 1
+    if R[rq, R_SEC] - B[b, B_NR] == B[b, B_SEC]:
+        if R[rq, R_NR] + B[b, B_NR] > _rq_max(L, node, B[b, B_SEC]) or \
+                R[rq, R_NSEGS] + nsegs > L[node, L_MAXSEGS]:
+            R[rq, R_NOMERGE] = 1
+            return 0
+        R[rq, R_SEC] = B[b, B_SEC]
+        R[rq, R_NR] += B[b, B_NR]
+        R[rq, R_NSEGS] += nsegs
+        B[b, B_NEXT] = R[rq, R_BHEAD]
+        R[rq, R_BHEAD] = b
+        return 2
+    return 0
+
+
+@njit(cache=True)
+def _plug_merge(R: Any, B: Any, L: Any, PL: Any, S: Any, POL: Any, b: int, nsegs: int) -> int:
+    n = S[S_PLN]
+    if n == 0:
+        return 0
+    node = B[b, B_NODE]
+    cand = POL[POL_CAND]
+    if cand == CAND_SCAN:
+        for k in range(n - 1, -1, -1):
+            rq = PL[k]
+            if R[rq, R_NODE] != node:
+                continue
+            kind = _merge(R, B, L, rq, b, nsegs)
+            if kind:
+                return kind
+        return 0
+    lifo = POL[POL_ORDER] == ORDER_LIFO
+    if cand == CAND_NEWEST and not lifo:
+        tail = PL[n - 1]
+        if R[tail, R_NODE] == node:
+            return _merge(R, B, L, tail, b, nsegs)
+        if not S[S_MULTI]:
+            return 0
+    for j in range(n):
+        rq = PL[n - 1 - j] if lifo else PL[j]
+        if R[rq, R_NODE] == node:
+            return _merge(R, B, L, rq, b, nsegs)
+        if not S[S_MULTI]:
+            return 0
+    return 0
+
+
+@njit(cache=True)
+def _flush(R: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any, SVU: Any,
+           SVP: Any, PL: Any, POL: Any, TMP: Any) -> None:
+    n = S[S_PLN]
+    if n == 0:
+        return
+    S[S_PLN] = 0
+    order = POL[POL_ORDER]
+    for k in range(n):
+        TMP[k] = PL[n - 1 - k] if order == ORDER_LIFO else PL[k]
+    multi = S[S_MULTI]
+    if order == ORDER_FIFO_SORTED and multi and n > 1:
+        # stable insertion sort by (node, sector)
+        for i in range(1, n):
+            x = TMP[i]
+            j = i - 1
+            dj = L[R[TMP[j], R_NODE], L_DEV] if j >= 0 else 0
+            dx = L[R[x, R_NODE], L_DEV]
+            while j >= 0 and (dj > dx or (dj == dx and R[TMP[j], R_SEC] > R[x, R_SEC])):
+                TMP[j + 1] = TMP[j]
+                j -= 1
+                if j >= 0:
+                    dj = L[R[TMP[j], R_NODE], L_DEV]
+            TMP[j + 1] = x
+    S[S_MULTI] = 0
+    if not multi:
+        node = R[TMP[0], R_NODE]
+        for k in range(n):
+            _qappend(R, Q, node, TMP[k])
+        _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, node, S[S_NOW])
+        S[S_NOW] += POL[POL_STEP]
+        return
+    done = np.zeros(n, dtype=np.bool_)
+    for k in range(n):
+        if done[k]:
+            continue
+        node = R[TMP[k], R_NODE]
+        # the group of this node, in pop order; LIFO re-reverses it to FIFO
+        idx = []
+        for j in range(k, n):
+            if not done[j] and R[TMP[j], R_NODE] == node:
+                done[j] = True
+                idx.append(TMP[j])
+        if order == ORDER_LIFO:
+            idx.reverse()
+        for rq in idx:
+            _qappend(R, Q, node, rq)
+        _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, node, S[S_NOW])
+        S[S_NOW] += POL[POL_STEP]
+
+
+@njit(cache=True)
+def _qappend(R: Any, Q: Any, node: int, rq: int) -> None:
+    R[rq, R_NEXT] = -1
+    if Q[node, 1] < 0:
+        Q[node, 0] = rq
+    else:
+        R[Q[node, 1], R_NEXT] = rq
+    Q[node, 1] = rq
+
+
+@njit(cache=True)
+def _mq_submit(B: Any, FB: Any, P: Any, U: Any, R: Any, FR: Any, Q: Any, INF: Any, H: Any,
+               S: Any, L: Any, EV: Any, POL: Any, SV: Any, SVU: Any, SVP: Any, PL: Any, TMP: Any,
+               b: int) -> None:
+    b = _split_to_limits(B, FB, P, U, S, L, EV, POL, b)
+    node = B[b, B_NODE]
+    u = L[node, L_SEGSIZE]
+    seg = B[b, B_SEG]
+    if seg > 0 and seg < u:
+        u = seg
+    off = B[b, B_OFF]
+    nsegs = -(-(off + (B[b, B_NR] << 9)) // u) - off // u
+    if nsegs < 1:
+        nsegs = 1
+    if not B[b, B_FLAGS] & F_NOMERGE and L[node, L_NOMERGES] < 2:
+        kind = _plug_merge(R, B, L, PL, S, POL, b, nsegs)
+        if kind:
+            _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 3 if kind == 2 else 2,
+                B[b, B_RWBS], B[b, B_SEC], B[b, B_NR], 0, 0)
+            S[S_NOW] += POL[POL_STEP]
+            return
+    rq = _alloc(FR, S, S_RFREE)
+    S[S_RID] += 1
+    S[S_NREQ] += 1
+    R[rq, R_NODE] = node
+    R[rq, R_SEC] = B[b, B_SEC]
+    R[rq, R_NR] = B[b, B_NR]
+    R[rq, R_OP] = B[b, B_OP]
+    R[rq, R_RWBS] = B[b, B_RWBS]
+    R[rq, R_NOMERGE] = 1 if B[b, B_FLAGS] & F_NOMERGE else 0
+    R[rq, R_NSEGS] = nsegs
+    R[rq, R_PID] = B[b, B_PID]
+    R[rq, R_BHEAD] = b
+    R[rq, R_BTAIL] = b
+    R[rq, R_NEXT] = -1
+    B[b, B_NEXT] = -1
+    _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 4, B[b, B_RWBS], B[b, B_SEC], B[b, B_NR],
+        0, 0)
+    S[S_NOW] += POL[POL_STEP]
+    # blk_add_rq_to_plug
+    n = S[S_PLN]
+    last = -1
+    if n > 0:
+        last = PL[n - 1] if POL[POL_CHECK] == 0 else PL[0]
+        mc = POL[POL_MAXCNT]
+        if S[S_MULTI]:
+            mc *= 4 if POL[POL_MAXCNT] <= 16 else 2
+        if n >= mc or (L[node, L_NOMERGES] == 0 and R[last, R_NR] >= 256):
+            _flush(R, Q, INF, H, S, L, EV, SV, SVU, SVP, PL, POL, TMP)
+    if last >= 0 and R[last, R_NODE] != node:
+        S[S_MULTI] = 1
+    PL[S[S_PLN]] = rq
+    S[S_PLN] += 1
+
+
+@njit(cache=True)
+def _md_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any, S: Any,
+               L: Any, MEM: Any, EV: Any, POL: Any, b: int) -> None:
+    b = _split_to_limits(B, FB, P, U, S, L, EV, POL, b)
+    if POL[POL_CLEARED]:
+        B[b, B_FLAGS] &= ~F_NOMERGE
+    node = B[b, B_NODE]
+    c = L[node, L_CHUNK]
+    n = L[node, L_NMEM]
+    left = c - B[b, B_SEC] % c
+    if left < B[b, B_NR]:
+        b = _personality_split(B, FB, P, U, S, L, EV, POL, b, left)
+    sec = B[b, B_SEC]
+    piece = _new_piece(B, P, FP, S, b)
+    doff = L[node, L_DOFF]
+    if L[node, L_KIND] == KIND_RAID5:
+        data = n - 1
+        chunk_number = sec // c
+        off = sec % c
+        stripe = chunk_number // data
+        dd = chunk_number % data
+        lay = L[node, L_LAYOUT]
+        if lay == 0 or lay == 1:
+            pd = data - stripe % n
+        else:
+            pd = stripe % n
+        if lay == 0 or lay == 3:
+            disk = (pd + 1 + dd) % n
+        else:
+            disk = dd + 1 if dd >= pd else dd
+        msec = stripe * c + off + doff
+        _remap(B, FB, P, U, S, L, EV, POL, b, MEM[node, disk], msec, B[b, B_NR], piece)
+        if B[b, B_OP] == 1:
+            _remap(B, FB, P, U, S, L, EV, POL, b, MEM[node, pd], msec, B[b, B_NR], piece)
+    else:
+        idx = (sec // c) % n
+        msec = (sec // (c * n)) * c + sec % c + doff
+        _remap(B, FB, P, U, S, L, EV, POL, b, MEM[node, idx], msec, B[b, B_NR], piece)
+    _release(B, P, FP, U, T, UT, H, S, L, EV, POL, b, S[S_NOW])
+    _release_slot(FB, S, S_BFREE, b)
+
+
+@njit(cache=True)
+def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: Any, FR: Any,
+         Q: Any, INF: Any, H: Any, S: Any, L: Any, MEM: Any, EV: Any, POL: Any, SV: Any,
+         SVU: Any, SVP: Any, PL: Any, TMP: Any, top: int, bsec: Any, bnr: Any, bop: Any,
+         brwbs: Any, bflags: Any, bseg: Any, bpid: Any, btime: Any, margin_ev: int,
+         margin_pool: int) -> int:
+    """Run until the heap is empty (returns 0) or a buffer is low (returns 1: grow, call again)."""
+    bio_based = L[top, L_KIND] != KIND_DISK
+    while S[S_HN] > 0:
+        if EV.shape[0] - S[S_EVN] < margin_ev or S[S_BFREE] < margin_pool or \
+                S[S_PFREE] < margin_pool or S[S_RFREE] < margin_pool or \
+                H.shape[0] - S[S_HN] < margin_pool:
+            return 1
+        t, kind, payload = _heap_pop(H, S)
+        if kind == EV_COMPLETE:
+            if t > S[S_NOW]:
+                S[S_NOW] = t
+            rq = payload
+            node = R[rq, R_NODE]
+            INF[node] -= 1
+            _ev(EV, S, t, L[node, L_DEV], 0, 8, R[rq, R_RWBS], R[rq, R_SEC], R[rq, R_NR], 0, 0)
+            b = R[rq, R_BHEAD]
+            while b >= 0:
+                nb = B[b, B_NEXT]
+                _release(B, P, FP, U, T, UT, H, S, L, EV, POL, b, t)
+                _release_slot(FB, S, S_BFREE, b)
+                b = nb
+            _release_slot(FR, S, S_RFREE, rq)
+            _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, node, t)
+            continue
+        u = payload
+        th = U[u, 2]
+        if t > S[S_NOW]:
+            S[S_NOW] = t
+        S[S_PLN] = 0
+        S[S_MULTI] = 0
+        sync = T[th, 3] > 0
+        for i in range(UB[u, 0], UB[u, 1]):
+            if not sync and btime[i] > S[S_NOW]:
+                S[S_NOW] = btime[i]
+            b = _new_bio(B, FB, S, top, bsec[i], bnr[i], bop[i], brwbs[i], bflags[i], u, -1, 0,
+                         bseg[i], bpid[i], 1)
+            _count(B, P, U, b)
+            # submit_bio_noacct_nocheck without an active bio_list
+            _ev(EV, S, S[S_NOW], L[top, L_DEV], bpid[i], 1, brwbs[i], bsec[i], bnr[i], 0, 0)
+            S[S_NOW] += POL[POL_STEP]
+            B[b, B_FRESH] = 0
+            S[S_BL0H] = -1
+            S[S_BL0T] = -1
+            cur = b
+            while cur >= 0:
+                q = B[cur, B_NODE]
+                if bio_based:
+                    S[S_BL1H] = S[S_BL0H]
+                    S[S_BL1T] = S[S_BL0T]
+                    S[S_BL0H] = -1
+                    S[S_BL0T] = -1
+                k = L[q, L_KIND]
+                if k == KIND_DISK:
+                    _mq_submit(B, FB, P, U, R, FR, Q, INF, H, S, L, EV, POL, SV, SVU, SVP, PL,
+                               TMP, cur)
+                else:
+                    _md_submit(B, FB, P, FP, U, T, UT, H, S, L, MEM, EV, POL, cur)
+                if bio_based:
+                    # lower, then same, then the older pending list
+                    lh = -1
+                    lt = -1
+                    sh = -1
+                    st = -1
+                    x = S[S_BL0H]
+                    while x >= 0:
+                        nx = B[x, B_NEXT]
+                        B[x, B_NEXT] = -1
+                        if B[x, B_NODE] != q:
+                            if lt < 0:
+                                lh = x
+                            else:
+                                B[lt, B_NEXT] = x
+                            lt = x
+                        else:
+                            if st < 0:
+                                sh = x
+                            else:
+                                B[st, B_NEXT] = x
+                            st = x
+                        x = nx
+                    hh = -1
+                    tt = -1
+                    for (ah, at) in ((lh, lt), (sh, st), (S[S_BL1H], S[S_BL1T])):
+                        if ah < 0:
+                            continue
+                        if tt < 0:
+                            hh = ah
+                        else:
+                            B[tt, B_NEXT] = ah
+                        tt = at
+                    S[S_BL0H] = hh
+                    S[S_BL0T] = tt
+                    S[S_BL1H] = -1
+                    S[S_BL1T] = -1
+                cur = _pop0(B, S)
+        U[u, 1] = 1
+        _flush(R, Q, INF, H, S, L, EV, SV, SVU, SVP, PL, POL, TMP)
+        if U[u, 0] == 0:
+            T[th, 2] -= 1
+            if T[th, 3] > 0:
+                _schedule(T, UT, H, S, th, S[S_NOW] + POL[POL_THINK])
+    return 0
+
+
+def _grow(a: npt.NDArray[np.int64], rows: int) -> npt.NDArray[np.int64]:
+    extra = np.zeros((rows,) + a.shape[1:], dtype=a.dtype)
+    return np.concatenate([a, extra])
+
+
+def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], servers: dict[int, Any],
+             sector: npt.NDArray[np.int64], nr: npt.NDArray[np.int64],
+             ops: npt.NDArray[np.int64], rwbs: npt.NDArray[np.int64],
+             flags: npt.NDArray[np.int64], seg: npt.NDArray[np.int64],
+             pid: npt.NDArray[np.int64], time_ns: npt.NDArray[np.int64],
+             units: list[tuple[int, int, int]], threads: list[tuple[int, int, int]],
+             step_ns: int, think_ns: int) -> tuple[npt.NDArray[np.int64], int]:
+    """Run the compiled engine; returns (event rows [n, 9], number of requests).
+
+    ``units``: (first bio, end bio, thread) per unit, bios of a unit contiguous and units of a
+    thread contiguous; ``threads``: (first unit, end unit, depth) per thread.
+    """
+    nodes = stack.nodes()
+    index = {n.dev: i for i, n in enumerate(nodes)}
+    nn = len(nodes)
+    maxm = max([len(n.members) for n in nodes] + [1])
+    L = np.zeros((nn, NLF), dtype=np.int64)
+    MEM = np.full((nn, maxm), -1, dtype=np.int64)
+    SV = np.zeros((nn, 6), dtype=np.float64)
+    maxpar = 1
+    params = {}
+    for i, n in enumerate(nodes):
+        lim = limits[n.dev]
+        L[i] = [lim.max_sectors, lim.chunk_sectors, lim.pbs_sectors, lim.lbs_sectors,
+                lim.max_segments, lim.max_segment_size, lim.nomerges, lim.queue_depth,
+                {"disk": KIND_DISK, "raid0": KIND_RAID0, "raid5": KIND_RAID5}[n.kind], n.dev,
+                n.chunk_sectors, n.data_offset, _LAYOUTS.get(n.layout, 0), len(n.members)]
+        for j, m in enumerate(n.members):
+            MEM[i, j] = index[m.dev]
+        if n.kind == "disk":
+            srv = servers[n.dev]
+            SV[i] = [srv._kind, len(srv._units), srv._bus_free, srv._last_c, srv.head, 0.0]
+            params[i] = srv._p
+            maxpar = max(maxpar, len(srv._units))
+    np_ = max(len(p) for p in params.values()) if params else 1
+    SVP = np.zeros((nn, np_), dtype=np.float64)
+    for i, p in params.items():
+        SVP[i, :len(p)] = p
+    SVU = np.zeros((nn, maxpar), dtype=np.float64)
+    POL = np.array([policy.split_remainder == "head", policy.split_nomerge == "cleared_by_md",
+                    {"fifo_sorted": 0, "lifo": 1, "fifo": 2}[policy.plug_order],
+                    {"scan": 0, "newest": 1, "oldest": 2}[policy.plug_merge_candidate],
+                    0 if policy.plug_flush_check == "newest" else 1, policy.max_plug_count,
+                    step_ns, think_ns], dtype=np.int64)
+    nb = len(sector)
+    nu = len(units)
+    U = np.zeros((nu, 3), dtype=np.int64)
+    UB = np.zeros((nu, 2), dtype=np.int64)
+    UT = np.zeros(nu, dtype=np.int64)
+    for k, (a, e, th) in enumerate(units):
+        U[k, 2] = th
+        UB[k] = (a, e)
+        UT[k] = time_ns[a] if a < nb else 0
+    T = np.array([[a, e, 0, d] for a, e, d in threads], dtype=np.int64).reshape(-1, 4)
+    max_unit_sectors = max([int(nr[a:e].sum()) for a, e, _ in units] + [1])
+    max_unit_bios = max([e - a for a, e, _ in units] + [1])
+    min_piece = max(min([int(L[i, L_MAXSEC]) for i in range(nn)] +
+                        [int(L[i, L_CHUNK]) for i in range(nn) if L[i, L_CHUNK]]) // 8, 1)
+    margin_pool = 4 * (max_unit_sectors // min_piece + 2 * max_unit_bios) + 1024
+    margin_ev = 8 * margin_pool
+    cap = max(4 * margin_pool, 1 << 16)
+    B = np.zeros((cap, NBF), dtype=np.int64)
+    FB = np.arange(cap - 1, -1, -1, dtype=np.int64)
+    P = np.zeros((cap, NPF), dtype=np.int64)
+    FP = np.arange(cap - 1, -1, -1, dtype=np.int64)
+    R = np.zeros((cap, NRF), dtype=np.int64)
+    FR = np.arange(cap - 1, -1, -1, dtype=np.int64)
+    H = np.zeros((cap, 4), dtype=np.int64)
+    EV = np.zeros((max(8 * nb + margin_ev, 1 << 16), 9), dtype=np.int64)
+    PL = np.zeros(4096, dtype=np.int64)
+    TMP = np.zeros(4096, dtype=np.int64)
+    Q = np.full((nn, 2), -1, dtype=np.int64)
+    INF = np.zeros(nn, dtype=np.int64)
+    S = np.zeros(NS, dtype=np.int64)
+    S[[S_BL0H, S_BL0T, S_BL1H, S_BL1T]] = -1
+    S[S_BFREE] = S[S_PFREE] = S[S_RFREE] = cap
+    # initial schedule (as replay(): every thread from time 0)
+    for th in range(len(T)):
+        _schedule(T, UT, H, S, th, 0)
+    top = index[stack.top.dev]
+    while True:
+        status = _run(B, FB, P, FP, U, T, UT, UB, R, FR, Q, INF, H, S, L, MEM, EV, POL, SV, SVU,
+                      SVP, PL, TMP, top, sector, nr, ops, rwbs, flags, seg, pid, time_ns,
+                      margin_ev, margin_pool)
+        if S[S_ERR]:
+            raise RuntimeError("fast replay ran out of pool space")
+        if status == 0:
+            break
+        if EV.shape[0] - S[S_EVN] < margin_ev:
+            EV = _grow(EV, EV.shape[0])
+        if S[S_BFREE] < margin_pool:
+            B, FB, S[S_BFREE] = _grow_pool(B, FB, int(S[S_BFREE]))
+        if S[S_PFREE] < margin_pool:
+            P, FP, S[S_PFREE] = _grow_pool(P, FP, int(S[S_PFREE]))
+        if S[S_RFREE] < margin_pool:
+            R, FR, S[S_RFREE] = _grow_pool(R, FR, int(S[S_RFREE]))
+        if H.shape[0] - S[S_HN] < margin_pool:
+            H = _grow(H, H.shape[0])
+    # write the server state back (the Python servers stay consistent for callers)
+    for i, n in enumerate(nodes):
+        if n.kind == "disk":
+            srv = servers[n.dev]
+            srv._units = [float(x) for x in SVU[i, :len(srv._units)]]
+            srv._bus_free, srv._last_c, srv.head = float(SV[i, 2]), float(SV[i, 3]), int(SV[i, 4])
+            srv.busy_ns += float(SV[i, 5])
+    return EV[:S[S_EVN]], int(S[S_NREQ])
+
+
+def _grow_pool(pool: npt.NDArray[np.int64], free: npt.NDArray[np.int64], nfree: int
+               ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+    """Double a pool; the new rows go on the free stack (which must hold every row)."""
+    old = pool.shape[0]
+    new_free = np.zeros(2 * old, dtype=np.int64)
+    new_free[:nfree] = free[:nfree]
+    new_free[nfree:nfree + old] = np.arange(2 * old - 1, old - 1, -1)
+    return _grow(pool, old), new_free, nfree + old
+
+
+__all__ = ["eligible", "run_fast", "ACT_QUEUE", "ACT_SPLIT", "ACT_REMAP", "ACT_GETRQ",
+           "ACT_ISSUE", "ACT_COMPLETE", "ACT_BACKMERGE", "ACT_FRONTMERGE", "OP_READ", "OP_WRITE",
+           "RWBS_SYNC", "RWBS_WRITE"]
