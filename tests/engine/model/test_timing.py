@@ -202,3 +202,46 @@ def test_format_numjobs_table_has_the_seed_layout() -> None:
     assert lines[1].startswith("| ------- |")
     assert lines[2].split("|")[1].strip() == "1" and "67.7" in lines[2]
     assert len(lines) == 4
+
+
+_COLUMNS = ("time_ns", "action", "sector", "nr_sectors", "pid", "aux", "comm")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("rw", "limits_kind", "wakeup", "preempt", "count"), [
+    ("randwrite", "deadline", "per_queue", "always", 0),
+    ("randwrite", "deadline", "per_queue", "seed003", 0),
+    ("randwrite", "deadline", "global", "always", 0),
+    ("randwrite", "deadline", "global", "seed003", 0),
+    ("randread", "none", "global", "always", 0),
+    ("write", "deadline", "per_queue", "always", 3),
+])
+def test_numba_engine_gives_the_python_engines_events(rw: str, limits_kind: str, wakeup: str,
+                                                      preempt: str, count: int) -> None:
+    """The compiled engine reproduces the reference engine event for event (first call compiles)."""
+    if limits_kind == "none":
+        lim = QueueLimits(max_sectors=256, queue_depth=8, nr_requests=8, scheduler="none")
+        device = "sata_ssd"
+    else:
+        lim = seed003_limits()
+        device = "hdd"
+    jobs = FioJobs(rw=rw, bs=1 << 20, numjobs=48, runtime_ns=0 if count else 2_000_000_000,
+                   count=count, seed=11)
+    a = simulate_jobs(jobs, limits=lim, device=device, wakeup=wakeup, preempt=preempt,
+                      engine="python")
+    b = simulate_jobs(jobs, limits=lim, device=device, wakeup=wakeup, preempt=preempt,
+                      engine="numba")
+    assert len(a.table) == len(b.table) > 0
+    for col in _COLUMNS:
+        assert np.array_equal(getattr(a.table, col), getattr(b.table, col)), col
+    assert (a.bytes_in_window, a.ios_done, a.requests_done, a.rescues) == \
+        (b.bytes_in_window, b.ios_done, b.requests_done, b.rescues)
+    assert a.tag_stats == b.tag_stats
+    assert a.max_waiters_per_queue == b.max_waiters_per_queue
+    assert a.sequential_fraction == b.sequential_fraction
+
+
+def test_simulate_jobs_rejects_an_unknown_engine() -> None:
+    """engine must be python or numba."""
+    with pytest.raises(ModelConfigError):
+        simulate_jobs(FioJobs(numjobs=1), limits=seed003_limits(), engine="gpu")
