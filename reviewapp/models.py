@@ -98,6 +98,11 @@ class Comparison(models.Model):
         help_text="policy under test, kernel-model.md section 7 names: split_remainder=head",
     )
     status = models.CharField(max_length=16, choices=c.COMPARISON_STATES, default=c.COMPARISON_PENDING)
+    thresholds = models.JSONField(
+        default=dict, blank=True,
+        help_text="check thresholds overriding settings.BLKREVIEW_CHECK_THRESHOLDS for this "
+                  "comparison, e.g. {\"throughput_drop_fail_pct\": 5}",
+    )
     public = models.BooleanField(default=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -153,6 +158,60 @@ class BundleResult(models.Model):
 
     def __str__(self) -> str:
         return f"result of {self.bundle}"
+
+
+class ComparisonResult(models.Model):
+    """The comparison-level step (issue 5): compare + check verdict (``verdict``) + model panel + report.
+
+    Written by ``workers.tasks.compare_comparison`` once every bundle of the comparison has
+    results. ``inputs`` records which bundle results and thresholds it was computed from, so a
+    new run on either side (or new thresholds) queues it again. The model panel's failure is
+    stored in ``model`` (``{"state": "error", "error": ...}``) and never fails the step.
+    """
+
+    comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, related_name="result")
+    state = models.CharField(max_length=16, choices=c.JOB_STATES, default=c.JOB_STATE_QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0)
+    message = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    celery_task_id = models.CharField(max_length=64, blank=True)
+    inputs = models.JSONField(default=dict, blank=True, help_text="bundle result ids, thresholds")
+    compare = models.JSONField(null=True, blank=True, help_text="workers.compare.compare output")
+    verdict = models.JSONField(null=True, blank=True, help_text="check verdict: {state, reasons, thresholds}")
+    model = models.JSONField(null=True, blank=True, help_text="model panel: predictions, fidelity")
+    report = models.TextField(blank=True, help_text="workers.report.render_report text")
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"comparison result {self.pk} ({self.state})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in c.JOB_FINAL_STATES
+
+
+class ComparisonChart(models.Model):
+    """Precomputed chart data of one page section for one device (and seek stage).
+
+    ``payload`` is the JSON text the section endpoint serves as is (no parse, no re-encode),
+    so a stored comparison's sections are served in a few milliseconds whatever the trace size.
+    """
+
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="charts")
+    section = models.CharField(max_length=32)
+    dev = models.CharField(max_length=32)
+    stage = models.CharField(max_length=4, blank=True)
+    payload = models.TextField()
+    nbytes = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["comparison", "section", "dev", "stage"],
+                                               name="chart_unique_key")]
+
+    def __str__(self) -> str:
+        return f"chart {self.section} {self.dev} {self.stage} of comparison {self.comparison_id}"
 
 
 class Thread(models.Model):

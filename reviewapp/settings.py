@@ -13,7 +13,8 @@ Three situations share this one module:
 
 Environment variables: DATABASE_URL, CELERY_BROKER_URL or REDIS_URL, SECRET_KEY, DEBUG,
 ALLOWED_HOSTS (comma separated), CSRF_TRUSTED_ORIGINS (comma separated), MEDIA_ROOT,
-STATIC_ROOT, BLKREVIEW_MAX_UPLOAD_MB, BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_TASK_TIME_LIMIT.
+STATIC_ROOT, BLKREVIEW_MAX_UPLOAD_MB, BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_TASK_TIME_LIMIT,
+BLKREVIEW_CHECK_* (check verdict thresholds, see BLKREVIEW_CHECK_THRESHOLDS).
 """
 
 from __future__ import annotations
@@ -206,6 +207,32 @@ FILE_UPLOAD_HANDLERS = ["django.core.files.uploadhandler.TemporaryFileUploadHand
 BLKREVIEW_MAX_UPLOAD_BYTES = int(float(os.environ.get("BLKREVIEW_MAX_UPLOAD_MB", "2048")) * 1024 * 1024)
 #: Queue the analysis tasks are routed to; workers run ``-Q analysis,celery``.
 BLKREVIEW_ANALYSIS_QUEUE = os.environ.get("BLKREVIEW_ANALYSIS_QUEUE", "analysis")
+
+# --- check verdict (issue 5) ----------------------------------------------------------------
+# Defaults of the pass/warn/fail check a CI bot reads from /api/v1/comparisons/<id>/check/;
+# each comparison may override any of them (Comparison.thresholds, form and API field
+# "thresholds"). Percentages are changes patched vs baseline (mean per run); a "fail" limit
+# beyond the "warn" one. Environment: BLKREVIEW_CHECK_<NAME upper-case>, e.g.
+# BLKREVIEW_CHECK_THROUGHPUT_DROP_FAIL_PCT=10. Passed to workers.compare.compare(thresholds=).
+
+
+def _check_float(name: str, default: float) -> float:
+    return float(os.environ.get(f"BLKREVIEW_CHECK_{name.upper()}", default))
+
+
+BLKREVIEW_CHECK_THRESHOLDS: dict[str, float] = {
+    # throughput (MB/s) may not drop more than this many percent
+    "throughput_drop_warn_pct": _check_float("throughput_drop_warn_pct", 5.0),
+    "throughput_drop_fail_pct": _check_float("throughput_drop_fail_pct", 10.0),
+    # p99 Q2C latency may not rise more than this many percent
+    "latency_rise_warn_pct": _check_float("latency_rise_warn_pct", 10.0),
+    "latency_rise_fail_pct": _check_float("latency_rise_fail_pct", 25.0),
+    # share of zero-distance seeks may not fall more than this many percentage points
+    "zero_seek_drop_warn_pts": _check_float("zero_seek_drop_warn_pts", 5.0),
+    "zero_seek_drop_fail_pts": _check_float("zero_seek_drop_fail_pts", 15.0),
+    # significance level of Welch's t-test
+    "alpha": _check_float("alpha", 0.05),
+}
 
 # --- Celery -----------------------------------------------------------------------------
 # https://docs.celeryq.dev/en/stable/userguide/configuration.html

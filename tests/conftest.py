@@ -228,3 +228,46 @@ def make_upload() -> Any:
 def waiter() -> Any:
     """``waiter(predicate, timeout=..., what=...)`` polls until truthy."""
     return wait_for
+
+
+# --- a finished comparison, built in-process (the task bodies, no worker) -----------------------
+
+def model_capture(name: str) -> list[Any]:
+    """Uploads of one kernel capture of tests/data/model (blkparse .xz + blkreview.toml)."""
+    trace = DATA / "model" / f"{name}.blkparse.txt.xz"
+    manifest = DATA / "model" / f"{name}.blkreview.toml"
+    return [uploaded(trace.name, trace.read_bytes()), uploaded(manifest.name, manifest.read_bytes())]
+
+
+def finish_comparison(comparison: Any) -> Any:
+    """Run every pending analysis job and then the comparison step in this process."""
+    from django.db import transaction
+
+    from reviewapp.models import AnalysisJob, ComparisonResult
+    from reviewapp.services.jobs import comparison_refresh_status
+    from workers.tasks import run_analysis, run_compare
+
+    for bundle in list(comparison.baseline_bundles.all()) + list(comparison.patched_bundles.all()):
+        for job in AnalysisJob.objects.filter(bundle=bundle, state="queued"):
+            run_analysis(job.pk)
+    with transaction.atomic():
+        comparison_refresh_status(comparison=comparison)
+    result = ComparisonResult.objects.get(comparison=comparison)
+    if not result.is_final:
+        result.state = "queued"
+        run_compare(result.pk, task_id=result.celery_task_id)
+    comparison.refresh_from_db()
+    return comparison
+
+
+@pytest.fixture
+def finished_comparison(db: Any, user: Any) -> Any:
+    """Kernel 6.1 vs 7.2 captures of tests/data/model (raid5, manifests), compared and modelled,
+    policy under test split_remainder=head."""
+    from reviewapp.services.comparisons import submission_create
+
+    comparison, _ = submission_create(
+        title="md: split remainder to the head of bio_list", version="v2",
+        baseline_files=model_capture("6.1_W1b"), patched_files=model_capture("7.2_W1b"),
+        policy="split_remainder=head", user=user)
+    return finish_comparison(comparison)

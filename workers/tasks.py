@@ -1,8 +1,11 @@
 """Celery tasks, thin: job id -> files from storage -> engine -> results through a service.
 
-``analyze_bundle(job_id)`` is the only task so far. The work itself is :func:`run_analysis`, a
-plain function (``manage.py load_demo`` calls it in-process; the worker calls it through the
-task). A ParseError (or any typed engine error) marks the job failed with file, line and
+``analyze_bundle(job_id)`` parses and analyzes one bundle; the work itself is
+:func:`run_analysis`, a plain function (``manage.py load_demo`` calls it in-process; the worker
+calls it through the task). ``compare_comparison(result_id)`` is the comparison-level step
+(:func:`run_compare`): ``workers.compare.compare`` over every baseline vs patched run with the
+check verdict, the seek histogram of every stage, the model panel (:func:`model_panel`), the
+plain-text report and the page's precomputed chart data. A ParseError (or any typed engine error) marks the job failed with file, line and
 reason; nothing is stored before the engine has finished, and the results and the final state
 are written in one transaction, so a failed job leaves no half-written results.
 """
@@ -16,10 +19,13 @@ import json
 import logging
 from typing import Any
 
+import numpy as np
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from workers.celery import app
+from workers.errors import BlkreviewError
+from workers.events import ACT_QUEUE
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +125,267 @@ class AnalysisTask(Task):
                 job_id=int(job_id),
                 error=f"internal error in the worker: {type(exc).__name__}: {exc}",
             )
+
+
+# --- the comparison step ---------------------------------------------------------------------
+
+def _load_table(events_name: str) -> Any:
+    from reviewapp import storage
+    from workers.events import EventTable
+
+    with storage.local_copy(events_name, suffix=".npz") as path:
+        return EventTable.load(path)
+
+
+def seek_by_stage(tables: dict[str, list[tuple[Any, dict[str, Any]]]]) -> dict[str, Any]:
+    """``{dev: {stage: {side: [seek json per run]}}}`` for every stage with events.
+
+    ``tables[side]`` is a list of ``(EventTable, results)`` per run; a stage is computed only
+    where the results' action counts show events of it.
+    """
+    from workers.analyzers.seek import seek_histogram
+
+    out: dict[str, Any] = {}
+    for side, runs in tables.items():
+        for table, results in runs:
+            for dev, d in (results.get("devices") or {}).items():
+                actions = d.get("actions") or {}
+                for stage in ("Q", "G", "I", "D", "C"):
+                    if not actions.get(stage):
+                        continue
+                    j = seek_histogram(table, dev, stage).to_json()
+                    out.setdefault(dev, {}).setdefault(stage, {}).setdefault(side, []).append(
+                        _jsonable(j))
+    return out
+
+
+def _policy_parts(policy: str) -> tuple[str, list[str]]:
+    """``"split_remainder=head,tag_preempt"`` -> (``"split_remainder=head"``, ``["tag_preempt"]``)."""
+    sets, knobs = [], []
+    for item in (p.strip() for p in (policy or "").split(",")):
+        if not item:
+            continue
+        (sets if "=" in item else knobs).append(item)
+    return ",".join(sets), knobs
+
+
+def _slim(results: dict[str, Any]) -> dict[str, Any]:
+    """Predicted results without the per-event lists the model panel never draws."""
+    out = dict(results)
+    devs = {}
+    for dev, d in (results.get("devices") or {}).items():
+        d = dict(d)
+        d.pop("lba", None)
+        if isinstance(d.get("ordering"), dict):
+            d["ordering"] = {k: v for k, v in d["ordering"].items() if k != "first"}
+        devs[dev] = d
+    out["devices"] = devs
+    return out
+
+
+def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
+                manifest: dict[str, Any] | None, stack_text: str, workload: str,
+                table: Any, observed: dict[str, Any]) -> dict[str, Any] | None:
+    """Replay the baseline's submitted bios under the old and the new policy.
+
+    Returns None when there is nothing to model (no policy under test and no kernel on either
+    side), else ``{"state": "ok", ...predictions, fidelity}`` or ``{"state": "error",
+    "error": "..."}``: a model failure is reported, never raised, so the observed comparison
+    stands on its own. Old policy: the baseline kernel's preset. New policy: the patched
+    kernel's preset (or the baseline's when the patched kernel is unknown) with the
+    comparison's ``field=value`` overrides.
+    """
+    if not policy and not (baseline_kernel or patched_kernel):
+        return None
+    try:
+        from workers.analyzers import analyze
+        from workers.events import dev_str
+        from workers.model import (
+            bios_from_table,
+            preset_for_kernel,
+            replay,
+            stack_from_manifest,
+            stack_from_spec,
+        )
+
+        if not baseline_kernel:
+            return {"state": "error", "error": "the baseline kernel is unknown: set it on the "
+                    "bundle (kernel field) or in the manifest (kernel = ...)"}
+        overrides, knobs = _policy_parts(policy)
+        old = preset_for_kernel(baseline_kernel)
+        if patched_kernel:
+            new = preset_for_kernel(patched_kernel).with_overrides(overrides)
+        elif overrides:
+            new = old.with_overrides(overrides)
+        else:
+            return {"state": "error", "error": "nothing to vary: give the policy under test as "
+                    "field=value or the patched side's kernel"}
+        device_map: dict[str, str] = {}
+        if manifest and manifest.get("stack"):
+            stack = stack_from_manifest(manifest)
+            top = stack.top.dev
+        else:
+            q = np.flatnonzero(table.action == ACT_QUEUE)
+            if len(q) == 0:
+                return {"state": "error", "error": "the baseline trace has no Q events to replay"}
+            devs, counts = np.unique(table.dev[q], return_counts=True)
+            top = int(devs[int(np.argmax(counts))])
+            spec = stack_text.strip() if ":" in (stack_text or "") else "disk"
+            stack = stack_from_spec(spec)
+            device_map[dev_str(top)] = dev_str(stack.top.dev)
+        work = ((manifest or {}).get("workload") or {}).get("command") or workload or None
+        bios = bios_from_table(table, top, workload=work)
+        pred_old = replay(bios, stack, old)
+        pred_new = replay(bios, stack, new)
+        r_old = _jsonable(analyze(pred_old))
+        r_new = _jsonable(analyze(pred_new))
+        fidelity = _fidelity(r_old, observed, device_map)
+        return {
+            "state": "ok", "policy_old": f"{old.name}: {old.to_spec()}",
+            "policy_new": f"{new.name}: {new.to_spec()}", "knobs": knobs,
+            "kernel_old": baseline_kernel, "kernel_new": patched_kernel or baseline_kernel,
+            "stack": stack.describe(), "top": dev_str(top), "bios": int(len(bios.sector)),
+            "device_map": device_map,
+            "predicted_old": _slim(r_old), "predicted_new": _slim(r_new),
+            "fidelity": fidelity,
+        }
+    except SoftTimeLimitExceeded:
+        return {"state": "error", "error": "the model run took longer than the time limit"}
+    except Exception as exc:  # the model panel must never fail the observed comparison
+        log.warning("model panel failed", exc_info=True)
+        return {"state": "error", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _fidelity(predicted_old: dict[str, Any], observed: dict[str, Any],
+              device_map: dict[str, str]) -> dict[str, Any]:
+    """workers.compare's fidelity helper over predicted-old vs observed baseline."""
+    try:
+        from workers.compare import fidelity
+    except ImportError:
+        return {"error": "workers.compare.fidelity is not available"}
+    try:
+        if device_map:
+            # the prediction names its own devices: rename them to the observed ones
+            back = {v: k for k, v in device_map.items()}
+            predicted_old = {**predicted_old, "devices": {
+                back.get(k, k): v for k, v in (predicted_old.get("devices") or {}).items()}}
+        return _jsonable(fidelity(predicted_old, observed))
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],
+             thresholds: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None,
+                                                  str]:
+    """``(compare output, check verdict, error)`` from workers.compare."""
+    try:
+        from workers.compare import compare
+    except ImportError:
+        return None, None, "workers.compare is not available"
+    out = _jsonable(compare(baseline, patched, thresholds=thresholds))
+    check = out.get("check") if isinstance(out, dict) else None
+    return out, (check if isinstance(check, dict) else None), ""
+
+
+def _report(compare_out: dict[str, Any] | None, *, title: str) -> str:
+    if compare_out is None:
+        return ""
+    try:
+        from workers.report import render_report
+    except ImportError:
+        return ""
+    try:
+        return str(render_report(compare_out, title=title))
+    except TypeError:
+        return str(render_report(compare_out))
+
+
+def run_compare(result_id: int, *, task_id: str = "") -> str:
+    """The comparison step of result ``result_id``; returns its final state.
+
+    Steps: load every run's results [5-15], ``workers.compare.compare`` + check verdict
+    [15-30], seek histograms of every stage from the stored EventTables [30-50], the model
+    panel [50-80], chart payloads and the report [80-95], store atomically [95-100].
+    """
+    from reviewapp import sections
+    from reviewapp.charts import seek_text
+    from reviewapp.models import BundleResult
+    from reviewapp.selectors import side_bundles
+    from reviewapp.services import results as svc
+
+    result = svc.result_start(result_id=result_id, task_id=task_id)
+    if result is None:
+        return "skipped"
+    comparison = result.comparison
+    try:
+        sides = side_bundles(comparison)
+        rows: dict[str, list[BundleResult]] = {}
+        for side, bundles in sides.items():
+            rows[side] = list(BundleResult.objects.filter(bundle__in=bundles)
+                              .select_related("bundle").order_by("bundle_id"))
+        side_results = {side: [r.data for r in rs] for side, rs in rows.items()}
+        thresholds = dict((result.inputs or {}).get("thresholds") or {})
+        svc.result_progress(result_id=result_id, progress=15, message="comparing runs")
+        compare_out, verdict, compare_error = _compare(
+            side_results.get("baseline", []), side_results.get("patched", []), thresholds)
+        if compare_error:
+            verdict = {"state": "error", "reasons": [compare_error], "thresholds": thresholds}
+        svc.result_progress(result_id=result_id, progress=30, message="seek at every stage")
+        tables = {side: [(_load_table(r.events_name), r.data) for r in rs if r.events_name]
+                  for side, rs in rows.items()}
+        by_stage = seek_by_stage(tables)
+        svc.result_progress(result_id=result_id, progress=50, message="model")
+        model = None
+        if tables.get("baseline"):
+            base = rows["baseline"][0]
+            manifest = (base.ingest or {}).get("manifest")
+            kernels = {side: next((r.bundle.kernel for r in rs if r.bundle.kernel), "")
+                       for side, rs in rows.items()}
+            model = model_panel(
+                policy=comparison.policy, baseline_kernel=kernels.get("baseline", ""),
+                patched_kernel=kernels.get("patched", ""),
+                manifest=manifest if isinstance(manifest, dict) else None,
+                stack_text=base.bundle.stack, workload=base.bundle.workload,
+                table=tables["baseline"][0][0], observed=base.data)
+        del tables
+        svc.result_progress(result_id=result_id, progress=80, message="charts and report")
+        payloads = sections.build_payloads(side_results, seek_by_stage=by_stage,
+                                           compare=compare_out, model=model,
+                                           seek_text=seek_text)
+        charts = {k: sections.encode(v) for k, v in payloads.items()}
+        report = _report(compare_out, title=str(comparison.patch))
+        stored = svc.result_store(result_id=result_id, compare=compare_out, verdict=verdict,
+                                  model=model, report=report, charts=charts)
+        return "succeeded" if stored is not None else "skipped"
+    except SoftTimeLimitExceeded:
+        svc.result_mark_failed(result_id=result_id,
+                               error="the comparison took longer than the time limit")
+        return "failed"
+    except BlkreviewError as exc:
+        svc.result_mark_failed(result_id=result_id, error=str(exc))
+        return "failed"
+
+
+class CompareTask(Task):
+    """Reports an unexpected exception on the comparison result (readable error, failed)."""
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any,
+                   einfo: Any) -> None:
+        from reviewapp.services import results as svc
+
+        result_id = args[0] if args else kwargs.get("result_id")
+        if result_id is not None:
+            svc.result_mark_failed(
+                result_id=int(result_id),
+                error=f"internal error in the worker: {type(exc).__name__}: {exc}")
+
+
+@app.task(bind=True, base=CompareTask, name="workers.tasks.compare_comparison", acks_late=True)
+def compare_comparison(self: Task, result_id: int, **kwargs: Any) -> str:
+    """The comparison-level step (Celery entry point; see :func:`run_compare`)."""
+    if kwargs:
+        log.warning("compare_comparison: ignoring unexpected arguments %s", sorted(kwargs))
+    return run_compare(int(result_id), task_id=self.request.id or "")
 
 
 @app.task(bind=True, base=AnalysisTask, name="workers.tasks.analyze_bundle", acks_late=True)

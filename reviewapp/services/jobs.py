@@ -160,10 +160,15 @@ def comparison_status_of(comparison: Comparison) -> str:
 
 
 def comparison_refresh_status(*, comparison: Comparison) -> str:
+    """Store the status; a ready comparison gets its comparison step queued if out of date."""
     status = comparison_status_of(comparison)
     if status != comparison.status:
         Comparison.objects.filter(pk=comparison.pk).update(status=status)
         comparison.status = status
+    if status == c.COMPARISON_READY:
+        from reviewapp.services.results import comparison_result_ensure
+
+        comparison_result_ensure(comparison=comparison)
     return status
 
 

@@ -1,0 +1,587 @@
+"""Chart data of the comparison page's lazy sections, computed once by the worker.
+
+Pure functions (no ORM, no request), like :mod:`reviewapp.charts`: the comparison step
+(``workers.tasks.run_compare``) calls :func:`build_payloads` with the stored results of every
+bundle, the seek histograms of every stage and the model panel, and stores one JSON text per
+(section, device, stage) in ``ComparisonChart``. The page fetches a section's JSON when it
+scrolls into view; the server only streams the stored text.
+
+Payload layout (one section of one device)::
+
+    {"section": "seek", "dev": "8,0", "stage": "D", "stages": ["Q", "D"],
+     "charts": [{"id": "seek", "title": "...",
+                 "panels": [{"side": "baseline", "label": "Baseline", "figure": {plotly}}, ...]}],
+     "tables": [{"id": "...", "title": "...", "columns": [...], "rows": [[...], ...]}],
+     "notes": ["..."], "text": {"baseline": "...", "patched": "..."}}
+
+Every chart of a section shares its axes across panels (same categories, same y range, same
+time range) and every side keeps one colour on every chart of the page (:data:`COLORS`).
+Chart data is what the analyzers already decimated (LBA scatter points, time bins); nothing
+is expanded here. With several runs on a side, histograms are summed, scalar numbers are the
+mean per run, and series (time, scatter) come from the first run, which the notes say.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from reviewapp.charts import bucket_labels, devices_of, sum_histograms
+
+#: Sides of a chart; the model panel adds the two predictions.
+SIDES = ("baseline", "patched")
+MODEL_SIDES = ("baseline", "patched", "predicted_old", "predicted_new")
+COLORS = {"baseline": "#1f77b4", "patched": "#ff7f0e",
+          "predicted_old": "#6baed6", "predicted_new": "#fdae6b"}
+LABELS = {"baseline": "Baseline", "patched": "Patched",
+          "predicted_old": "Predicted old policy", "predicted_new": "Predicted new policy"}
+#: Sections in page order: (id, title).
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("fragmentation", "Fragmentation"),
+    ("seek", "Seek"),
+    ("throughput", "Throughput"),
+    ("latency", "Latency"),
+    ("ordering", "Ordering"),
+    ("model", "Model"),
+)
+SECTION_IDS = tuple(s for s, _ in SECTIONS)
+STAGES = ("Q", "G", "I", "D", "C")
+LATENCY_KINDS = ("Q2G", "G2I", "I2D", "D2C", "Q2C")
+
+
+# --- small helpers -------------------------------------------------------------------------
+
+def _get(d: Any, path: str) -> Any:
+    """``_get(dev, "seek.cnt")``: nested lookup, None when any step is missing."""
+    cur = d
+    for part in path.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f else None  # NaN -> None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def device_runs(runs: Sequence[Mapping[str, Any]], dev: str) -> list[dict[str, Any]]:
+    return [r["devices"][dev] for r in runs if dev in (r.get("devices") or {})]
+
+
+def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "title": {"text": title, "font": {"size": 13}},
+        "xaxis": {"title": {"text": x_title}},
+        "yaxis": {"title": {"text": y_title}},
+        "margin": {"l": 60, "r": 10, "t": 36, "b": 50},
+        "height": 280,
+        "showlegend": False,
+    }
+    for k, v in extra.items():
+        if k in ("xaxis", "yaxis"):
+            layout[k].update(v)
+        else:
+            layout[k] = v
+    return layout
+
+
+def histogram_chart(chart_id: str, title: str, x_title: str,
+                    hists: Mapping[str, Mapping[str, Any]], *, unit: str = "KB",
+                    sides: Sequence[str] = SIDES) -> dict[str, Any] | None:
+    """Side-by-side bar charts of power-of-two histograms with shared categories and y range.
+
+    ``hists[side]`` is ``{"counts": [...]}`` (bucket 0 is ``0..1``, bucket k ``2**(k-1)..2**k``);
+    a side without data is left out.
+    """
+    present = [s for s in sides if s in hists]
+    n = max((len(hists[s].get("counts") or []) for s in present), default=0)
+    if n == 0:
+        return None
+    labels = bucket_labels([0] + [1 << i for i in range(n)])
+    y_max = max(max(list(hists[s].get("counts") or [0]) or [0]) for s in present)
+    panels = []
+    for s in present:
+        counts = [int(c) for c in (hists[s].get("counts") or [])] + [0] * n
+        counts = counts[:n]
+        total = sum(counts) or 1
+        fig = {
+            "data": [{"type": "bar", "name": LABELS[s], "x": labels, "y": counts,
+                      "marker": {"color": COLORS[s]},
+                      "customdata": [round(100.0 * c / total, 1) for c in counts],
+                      "hovertemplate": "%{x} " + unit + ": %{y} (%{customdata}%)<extra>"
+                      + LABELS[s] + "</extra>"}],
+            "layout": _layout(f"{LABELS[s]}: {title}", x_title, "count",
+                              xaxis={"type": "category", "categoryorder": "array",
+                                     "categoryarray": labels},
+                              yaxis={"range": [0, max(1, y_max) * 1.08]}),
+        }
+        panels.append({"side": s, "label": LABELS[s], "figure": fig})
+    return {"id": chart_id, "title": title, "panels": panels}
+
+
+def _series_chart(chart_id: str, title: str, y_title: str,
+                  series: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Line charts over time: ``series[side] = {"x": [...], "lines": {name: [...]}}``."""
+    present = [s for s in SIDES if s in series and series[s].get("x")]
+    if not present:
+        return None
+    x_max = max(max(series[s]["x"]) for s in present)
+    y_max = max((max(v) if v else 0) for s in present for v in series[s]["lines"].values())
+    panels = []
+    for s in present:
+        data = []
+        for i, (name, ys) in enumerate(series[s]["lines"].items()):
+            data.append({"type": "scatter", "mode": "lines", "name": name, "x": series[s]["x"],
+                         "y": ys, "line": {"color": COLORS[s], "width": 1.5,
+                                           "dash": "solid" if i == 0 else "dot"}})
+        fig = {"data": data,
+               "layout": _layout(f"{LABELS[s]}: {title}", "time (s)", y_title,
+                                 xaxis={"range": [0, x_max or 1]},
+                                 yaxis={"range": [0, max(y_max, 1e-9) * 1.08]},
+                                 showlegend=True,
+                                 legend={"orientation": "h", "y": -0.25})}
+        panels.append({"side": s, "label": LABELS[s], "figure": fig})
+    return {"id": chart_id, "title": title, "panels": panels}
+
+
+def _rows_table(table_id: str, title: str, rows: list[list[Any]]) -> dict[str, Any]:
+    return {"id": table_id, "title": title,
+            "columns": ["", "Baseline", "Patched", "Δ", "Δ %", "Verdict", "lkp range rule"],
+            "rows": rows}
+
+
+# --- the key-numbers rows with significance -------------------------------------------------
+
+#: One metric of a section: (key in the device results, label, unit, scale, digits).
+Metric = tuple[str, str, str, float, int]
+
+
+def metric_row(metric: Metric, per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+               verdicts: Mapping[str, Mapping[str, Any]]) -> list[Any]:
+    """``[label, baseline, patched, delta, pct, verdict, lkp]`` for one metric (mean per run).
+
+    ``verdicts`` maps the metric key to what ``workers.compare`` said about it (verdict,
+    lkp rule, run-count note); absent, the verdict cell says why.
+    """
+    key, label, unit, scale, digits = metric
+    vals = {}
+    for s in SIDES:
+        vals[s] = _mean([(_num(_get(d, key)) or 0.0) * scale if _num(_get(d, key)) is not None
+                         else None for d in per_side.get(s, [])])
+    b, p = vals["baseline"], vals["patched"]
+    delta = p - b if b is not None and p is not None else None
+    pct = 100.0 * delta / abs(b) if delta is not None and b else None
+    v = verdicts.get(key) or {}
+    verdict = str(v.get("verdict") or "")
+    note = str(v.get("note") or "")
+    if note and note not in verdict:
+        verdict = f"{verdict} ({note})" if verdict else note
+    lkp = str(v.get("lkp") or "")
+
+    def fmt(x: float | None, signed: bool = False) -> str | None:
+        if x is None:
+            return None
+        return f"{x:+,.{digits}f}" if signed else f"{x:,.{digits}f}"
+
+    return [f"{label} ({unit})" if unit else label, fmt(b), fmt(p), fmt(delta, True),
+            None if pct is None else f"{pct:+.1f}%", verdict or None, lkp or None]
+
+
+def _metric_rows(metrics: Sequence[Metric], per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+                 verdicts: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
+    return [metric_row(m, per_side, verdicts) for m in metrics]
+
+
+FRAG_METRICS: tuple[Metric, ...] = (
+    ("sizes.count", "Requests", "", 1, 0),
+    ("sizes.mean_bytes", "Mean request size", "KB", 1 / 1024, 1),
+    ("sizes.percentiles_bytes.p50", "Median request size", "KB", 1 / 1024, 1),
+    ("fragmentation.below_max_share", "Below max_sectors", "%", 100, 1),
+    ("fragmentation.sandwiched", "Sandwiched fragments", "", 1, 0),
+    ("fragmentation.sandwiched_share", "Sandwiched share", "%", 100, 2),
+    ("fragmentation.align_max.start_share", "Starts aligned to max_sectors", "%", 100, 1),
+    ("fragmentation.splits_per_bio", "Splits per bio", "", 1, 2),
+    ("fragmentation.merged_share", "Merged share", "%", 100, 1),
+)
+SEEK_METRICS: tuple[Metric, ...] = (
+    ("seek.cnt", "Seeks", "", 1, 0),
+    ("seek.zero_cnt", "Zero seeks", "", 1, 0),
+    ("seek.mean_bytes", "Mean seek distance", "KB", 1 / 1024, 1),
+    ("seek.median_bytes", "Median seek distance", "KB", 1 / 1024, 1),
+    ("seek.btt.median_sectors", "btt \"median\" (quirk)", "sectors", 1, 0),
+    ("seek.backward", "Backward seeks", "", 1, 0),
+)
+THROUGHPUT_METRICS: tuple[Metric, ...] = (
+    ("throughput.mb_per_s", "Throughput", "MB/s", 1, 2),
+    ("throughput.iops", "IOPS", "", 1, 1),
+    ("throughput.total_mb", "Data", "MB", 1, 2),
+)
+ORDERING_METRICS: tuple[Metric, ...] = (
+    ("ordering.requests", "Requests", "", 1, 0),
+    ("ordering.backward", "Backward dispatches", "", 1, 0),
+    ("ordering.backward_share", "Backward share", "%", 100, 2),
+    ("ordering.backward_distance_mean_bytes", "Mean backward distance", "KB", 1 / 1024, 1),
+)
+
+
+def verdict_index(compare: Mapping[str, Any] | None, dev: str) -> dict[str, dict[str, Any]]:
+    """Per-metric verdicts of ``workers.compare.compare`` output for one device.
+
+    Accepts ``compare["devices"][dev]["metrics"]`` as a dict keyed by the metric path
+    (``"seek.zero_cnt"``) or a list of entries with a ``"metric"``/``"key"`` field, each
+    carrying ``verdict``, ``lkp`` (the range rule's verdict or text) and ``note``
+    (``"single run"`` / ``"needs more runs"``).
+    """
+    if not compare:
+        return {}
+    dev_block = _get(compare, "devices")
+    metrics: Any = None
+    if isinstance(dev_block, Mapping) and dev in dev_block:
+        metrics = dev_block[dev].get("metrics") if isinstance(dev_block[dev], Mapping) else None
+    if metrics is None and isinstance(compare.get("metrics"), list):
+        metrics = [m for m in compare["metrics"] if str(m.get("device", dev)) == dev]
+    out: dict[str, dict[str, Any]] = {}
+    items: list[tuple[str, Any]]
+    if isinstance(metrics, Mapping):
+        items = [(str(k), v) for k, v in metrics.items()]
+    elif isinstance(metrics, list):
+        items = [(str(m.get("metric") or m.get("key") or m.get("path") or ""), m)
+                 for m in metrics if isinstance(m, Mapping)]
+    else:
+        items = []
+    for key, v in items:
+        if not isinstance(v, Mapping):
+            continue
+        lkp = v.get("lkp")
+        if isinstance(lkp, Mapping):
+            lkp = lkp.get("verdict") or lkp.get("text") or ""
+        note = v.get("note") or v.get("runs_note") or ""
+        out[key] = {"verdict": v.get("verdict") or "", "lkp": lkp or "", "note": note}
+    return out
+
+
+# --- sections ------------------------------------------------------------------------------
+
+def _summed(devs: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
+    _, counts = sum_histograms([_get(d, key) or {} for d in devs])
+    return {"counts": counts}
+
+
+def fragmentation_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+                          verdicts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    charts = []
+    hists = {s: _summed(per_side[s], "sizes") for s in SIDES if per_side.get(s)}
+    c = histogram_chart("sizes", "request size", "request size (KB)", hists)
+    if c:
+        charts.append(c)
+    sand: dict[str, dict[str, Any]] = {}
+    for s in SIDES:
+        for d in per_side.get(s, []):
+            ss = _get(d, "fragmentation.sandwiched_sizes") or {}
+            for sec, cnt in zip(ss.get("sectors") or [], ss.get("counts") or []):
+                sand.setdefault(s, {}).setdefault(str(int(sec) // 2), 0)
+                sand[s][str(int(sec) // 2)] += int(cnt)
+    if any(sand.values()):
+        cats = sorted({k for v in sand.values() for k in v}, key=int)
+        y_max = max(max(v.values()) for v in sand.values() if v)
+        panels = []
+        for s in SIDES:
+            if s not in sand and not per_side.get(s):
+                continue
+            ys = [sand.get(s, {}).get(k, 0) for k in cats]
+            panels.append({"side": s, "label": LABELS[s], "figure": {
+                "data": [{"type": "bar", "name": LABELS[s], "x": cats, "y": ys,
+                          "marker": {"color": COLORS[s]}}],
+                "layout": _layout(f"{LABELS[s]}: sandwiched fragment sizes", "size (KB)",
+                                  "count", xaxis={"type": "category", "categoryorder": "array",
+                                                  "categoryarray": cats},
+                                  yaxis={"range": [0, y_max * 1.08]})}})
+        charts.append({"id": "sandwiched", "title": "sandwiched fragments", "panels": panels})
+    return {"charts": charts,
+            "tables": [_rows_table("fragmentation", "Fragmentation",
+                                   _metric_rows(FRAG_METRICS, per_side, verdicts))]}
+
+
+def seek_section(per_side_stage: Mapping[str, Sequence[Mapping[str, Any]]],
+                 verdicts: Mapping[str, Mapping[str, Any]], stage: str,
+                 texts: Mapping[str, str]) -> dict[str, Any]:
+    """Seek at one stage; ``per_side_stage[side]`` are ``{"seek": ...}`` dicts of that stage."""
+    hists = {s: _summed(per_side_stage[s], "seek") for s in SIDES if per_side_stage.get(s)}
+    charts = []
+    c = histogram_chart("seek", f"seek distance ({stage} stage)", "seek distance (KB)", hists)
+    if c:
+        charts.append(c)
+    return {"charts": charts,
+            "tables": [_rows_table("seek", f"Seek ({stage} stage)",
+                                   _metric_rows(SEEK_METRICS, per_side_stage, verdicts))],
+            "text": dict(texts)}
+
+
+def throughput_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+                       verdicts: Mapping[str, Mapping[str, Any]],
+                       bin_s: Mapping[str, float]) -> dict[str, Any]:
+    mbps: dict[str, dict[str, Any]] = {}
+    iops: dict[str, dict[str, Any]] = {}
+    for s in SIDES:
+        if not per_side.get(s):
+            continue
+        tp = per_side[s][0].get("throughput") or {}
+        r, w = tp.get("read_mbps") or [], tp.get("write_mbps") or []
+        n = max(len(r), len(w))
+        if n == 0:
+            continue
+        step = bin_s.get(s) or 1.0
+        x = [round(i * step, 6) for i in range(n)]
+        mbps[s] = {"x": x, "lines": {"read MB/s": list(r), "write MB/s": list(w)}}
+        iops[s] = {"x": x, "lines": {"read IOPS": list(tp.get("read_iops") or []),
+                                     "write IOPS": list(tp.get("write_iops") or [])}}
+    charts = [c for c in (_series_chart("mbps", "MB/s over time", "MB/s", mbps),
+                          _series_chart("iops", "IOPS over time", "IOPS", iops)) if c]
+    # the iostat -x-like table: one row per column, baseline vs patched
+    cols = ("r/s", "rMB/s", "rrqm/s", "%rrqm", "r_await", "rareq-sz", "w/s", "wMB/s",
+            "wrqm/s", "%wrqm", "w_await", "wareq-sz", "aqu-sz", "%util")
+    iostat_metrics: list[Metric] = [(f"throughput.iostat.{k}", k, "", 1, 2) for k in cols]
+    tables = [_rows_table("throughput", "Throughput",
+                          _metric_rows(THROUGHPUT_METRICS, per_side, verdicts)),
+              _rows_table("iostat", "iostat -x (from the trace)",
+                          _iostat_rows(iostat_metrics, per_side, verdicts))]
+    notes = []
+    if any(len(per_side.get(s, [])) > 1 for s in SIDES):
+        notes.append("time series show the first run of each side")
+    return {"charts": charts, "tables": tables, "notes": notes}
+
+
+def _iostat_rows(metrics: Sequence[Metric], per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+                 verdicts: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
+    # iostat keys contain "/" and "%" but never ".", so the dotted lookup still works
+    return _metric_rows(metrics, per_side, verdicts)
+
+
+def latency_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+                    verdicts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    charts = []
+    for kind in ("Q2C", "D2C"):
+        hists = {s: _summed(per_side[s], f"latency.{kind}") for s in SIDES if per_side.get(s)}
+        c = histogram_chart(kind.lower(), f"{kind} latency", f"{kind} (us)", hists, unit="us")
+        if c:
+            charts.append(c)
+    metrics: list[Metric] = []
+    for kind in LATENCY_KINDS:
+        for q in ("p50", "p90", "p99"):
+            metrics.append((f"latency.{kind}.percentiles_ns.{q}", f"{kind} {q}", "us", 1e-3, 1))
+        metrics.append((f"latency.{kind}.max_ns", f"{kind} max", "us", 1e-3, 1))
+    rows = [r for r in _metric_rows(metrics, per_side, verdicts)
+            if r[1] is not None or r[2] is not None]
+    return {"charts": charts, "tables": [_rows_table("latency", "Latency (btt-style)", rows)]}
+
+
+def ordering_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+                     verdicts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    charts = []
+    scatter: dict[str, Mapping[str, Any]] = {}
+    for s in SIDES:
+        if per_side.get(s) and (_get(per_side[s][0], "lba.t_s") or []):
+            scatter[s] = per_side[s][0]["lba"]
+    if scatter:
+        t_max = max(max(v["t_s"]) for v in scatter.values()) or 1
+        lo = min(min(v["sector"]) for v in scatter.values())
+        hi = max(max(v["sector"]) for v in scatter.values())
+        pad = max(1, (hi - lo) * 0.03)
+        panels = []
+        for s, v in scatter.items():
+            w = v.get("write") or [0] * len(v["t_s"])
+            reads = [i for i, x in enumerate(w) if not x]
+            writes = [i for i, x in enumerate(w) if x]
+            data = []
+            for name, idx, sym in (("read", reads, "circle"), ("write", writes, "x")):
+                if idx:
+                    data.append({"type": "scattergl", "mode": "markers", "name": name,
+                                 "x": [v["t_s"][i] for i in idx],
+                                 "y": [v["sector"][i] for i in idx],
+                                 "marker": {"color": COLORS[s], "size": 3, "symbol": sym}})
+            note = (f" ({v.get('points')} of {v.get('total')} points)" if v.get("decimated")
+                    else "")
+            panels.append({"side": s, "label": LABELS[s], "figure": {
+                "data": data,
+                "layout": _layout(f"{LABELS[s]}: LBA over time{note}", "time (s)", "sector",
+                                  xaxis={"range": [0, t_max]},
+                                  yaxis={"range": [lo - pad, hi + pad]})}})
+        charts.append({"id": "lba", "title": "LBA over time", "panels": panels})
+    hists = {s: _summed(per_side[s], "ordering.backward_distance") for s in SIDES
+             if per_side.get(s)}
+    c = histogram_chart("backward", "backward distance", "distance (KB)", hists)
+    if c:
+        charts.append(c)
+    first = {s: (_get(per_side[s][0], "ordering.first") or []) for s in SIDES if per_side.get(s)}
+    text = {s: "\n".join(f"{x.get('t_ns', 0) / 1e9:12.9f} {x.get('action', '')} "
+                         f"{x.get('rwbs', '')} {x.get('sector', '')} + {x.get('nr_sectors', '')} "
+                         f"[{x.get('comm', '')}]" for x in lines) for s, lines in first.items()}
+    procs = []
+    for s in SIDES:
+        for d in per_side.get(s, [])[:1]:
+            for p in (_get(d, "ordering.per_process") or [])[:10]:
+                procs.append([LABELS[s], f"{p.get('comm', '')} ({p.get('pid', '')})",
+                              p.get("requests"), p.get("backward"), p.get("backward_own")])
+    tables = [_rows_table("ordering", "Ordering",
+                          _metric_rows(ORDERING_METRICS, per_side, verdicts))]
+    if procs:
+        tables.append({"id": "processes", "title": "Backward dispatches per process",
+                       "columns": ["side", "process", "requests", "backward (device)",
+                                   "backward (own stream)"], "rows": procs})
+    return {"charts": charts, "tables": tables, "text": text}
+
+
+def model_section(model: Mapping[str, Any] | None, dev: str,
+                  observed: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """Observed baseline / observed patched / predicted old / predicted new, and fidelity."""
+    if not model:
+        return {"charts": [], "tables": [], "notes": [
+            "No model run: the comparison names no policy under test and no kernel on "
+            "either side."]}
+    if model.get("state") != "ok":
+        return {"charts": [], "tables": [], "error": str(model.get("error") or "model failed"),
+                "notes": [f"The model panel failed: {model.get('error') or 'unknown error'}"]}
+    pdev = (model.get("device_map") or {}).get(dev, dev)
+    sides: dict[str, list[Mapping[str, Any]]] = {s: list(observed.get(s, [])) for s in SIDES}
+    for s in ("predicted_old", "predicted_new"):
+        d = _get(model, f"{s}.devices")
+        sides[s] = [d[pdev]] if isinstance(d, Mapping) and pdev in d else []
+    charts = []
+    for key, title, x in (("seek", "seek distance", "seek distance (KB)"),
+                          ("sizes", "request size", "request size (KB)")):
+        hists = {s: _summed(v, key) for s, v in sides.items() if v}
+        c = histogram_chart(f"model-{key}", title, x, hists, sides=MODEL_SIDES)
+        if c:
+            charts.append(c)
+    metrics = (("sizes.count", "Requests", 1, 0), ("seek.zero_cnt", "Zero seeks", 1, 0),
+               ("seek.mean_bytes", "Mean seek distance (KB)", 1 / 1024, 1),
+               ("sizes.mean_bytes", "Mean request size (KB)", 1 / 1024, 1),
+               ("ordering.backward", "Backward dispatches", 1, 0),
+               ("throughput.mb_per_s", "Throughput (MB/s)", 1, 2))
+    rows = []
+    for key, label, scale, digits in metrics:
+        row: list[Any] = [label]
+        for s in MODEL_SIDES:
+            v = _mean([(_num(_get(d, key)) or 0.0) * scale for d in sides[s]
+                       if _num(_get(d, key)) is not None])
+            row.append(None if v is None else f"{v:,.{digits}f}")
+        rows.append(row)
+    tables = [{"id": "model", "title": "Observed and predicted",
+               "columns": ["", *(LABELS[s] for s in MODEL_SIDES)], "rows": rows}]
+    fid = model.get("fidelity") or {}
+    fid_dev = fid.get(pdev) if isinstance(fid.get(pdev), Mapping) else fid
+    frows = [[k.replace("_", " "), _fmt_any(v)] for k, v in (fid_dev or {}).items()
+             if not isinstance(v, (Mapping, list))]
+    if frows:
+        tables.append({"id": "fidelity",
+                       "title": "Fidelity (predicted old policy vs observed baseline)",
+                       "columns": ["measure", "value"], "rows": frows})
+    notes = [f"old policy: {model.get('policy_old', '')}",
+             f"new policy: {model.get('policy_new', '')}"]
+    if model.get("stack"):
+        notes.append(f"stack: {model['stack']}")
+    if pdev != dev:
+        notes.append(f"predicted device {pdev} stands for observed {dev}")
+    if fid.get("error"):
+        notes.append(f"fidelity: {fid['error']}")
+    return {"charts": charts, "tables": tables, "notes": notes}
+
+
+def _fmt_any(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+# --- everything ----------------------------------------------------------------------------
+
+def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
+                   seek_by_stage: Mapping[str, Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]]]
+                   | None = None,
+                   compare: Mapping[str, Any] | None = None,
+                   model: Mapping[str, Any] | None = None,
+                   seek_text: Callable[[Mapping[str, Any]], str] | None = None,
+                   ) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Every section payload, keyed by ``(section, dev, stage)`` (stage "" except for seek).
+
+    Args:
+        side_results: ``{"baseline": [results...], "patched": [...]}`` (analyze() output).
+        seek_by_stage: ``{dev: {stage: {side: [seek json per run]}}}`` for the stage selector;
+            the default stage's histograms come from the results themselves.
+        compare: ``workers.compare.compare`` output, for the verdict columns.
+        model: the model panel (see ``workers.tasks.model_panel``).
+        seek_text: renders one run's seek JSON in the seed 000 layout.
+    """
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    bin_s = {s: (float(side_results[s][0].get("bin_ns") or 0) / 1e9 if side_results.get(s)
+                 else 0.0) for s in SIDES}
+    for dev in devices_of({s: list(v) for s, v in side_results.items()}):
+        per_side = {s: device_runs(side_results.get(s, []), dev) for s in SIDES}
+        verdicts = verdict_index(compare, dev)
+        name = next((str(d.get("name")) for s in SIDES for d in per_side[s] if d.get("name")),
+                    dev)
+        stage_note = {s: "; ".join(sorted({str(d.get("stage_note") or "") for d in per_side[s]}
+                                          - {""})) for s in SIDES}
+        base = {"dev": dev, "name": name, "stage_note": stage_note,
+                "runs": {s: len(per_side[s]) for s in SIDES}}
+        out[("fragmentation", dev, "")] = {**base, "section": "fragmentation",
+                                           **fragmentation_section(per_side, verdicts)}
+        out[("throughput", dev, "")] = {**base, "section": "throughput",
+                                        **throughput_section(per_side, verdicts, bin_s)}
+        out[("latency", dev, "")] = {**base, "section": "latency",
+                                     **latency_section(per_side, verdicts)}
+        out[("ordering", dev, "")] = {**base, "section": "ordering",
+                                      **ordering_section(per_side, verdicts)}
+        out[("model", dev, "")] = {**base, "section": "model",
+                                   **model_section(model, dev, per_side)}
+        # seek: the default stage (what the results used) plus every stage of the selector
+        default_stage = next((str(d.get("stage")) for s in SIDES for d in per_side[s]
+                              if d.get("stage")), "D")
+        stages: dict[str, dict[str, list[Mapping[str, Any]]]] = {
+            default_stage: {s: [{"seek": d["seek"]} for d in per_side[s] if d.get("seek")]
+                            for s in SIDES}}
+        for st, sides in ((seek_by_stage or {}).get(dev) or {}).items():
+            if st != default_stage:
+                stages[st] = {s: [{"seek": j} for j in sides.get(s, [])] for s in SIDES}
+        stage_list = [st for st in STAGES if st in stages and
+                      any(_get(r, "seek.cnt") for side in stages[st].values() for r in side)]
+        if default_stage not in stage_list:
+            stage_list.insert(0, default_stage)
+        for st in stages:
+            texts = {}
+            if seek_text is not None:
+                for s in SIDES:
+                    if stages[st].get(s):
+                        texts[s] = seek_text(stages[st][s][0]["seek"])
+            payload = {**base, "section": "seek", "stage": st, "stages": stage_list,
+                       "default_stage": default_stage,
+                       **seek_section(stages[st], verdicts if st == default_stage else {}, st,
+                                      texts)}
+            out[("seek", dev, st)] = payload
+            if st == default_stage:
+                out[("seek", dev, "")] = payload
+    return out
+
+
+def encode(payload: Mapping[str, Any]) -> str:
+    """Compact JSON text (what the section endpoint serves)."""
+    return json.dumps(payload, separators=(",", ":"), allow_nan=False, default=_default)
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")

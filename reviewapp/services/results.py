@@ -1,0 +1,176 @@
+"""The comparison-level step: queue it when every bundle has results, record its life.
+
+``comparison_result_ensure`` is called whenever a comparison's status is refreshed; it queues
+``workers.tasks.compare_comparison`` (after commit) when the comparison is ready and its stored
+result was computed from other inputs (another run added, thresholds or policy changed) or
+does not exist. The task calls ``result_start`` / ``result_progress`` / ``result_store`` /
+``result_mark_failed``; results, charts and the final state are written in one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from reviewapp import constants as c
+from reviewapp.models import BundleResult, Comparison, ComparisonChart, ComparisonResult
+from reviewapp.services import UploadRejected
+
+log = logging.getLogger(__name__)
+
+
+def effective_thresholds(comparison: Comparison) -> dict[str, float]:
+    """Settings defaults updated with the comparison's own overrides."""
+    out = dict(settings.BLKREVIEW_CHECK_THRESHOLDS)
+    out.update({str(k): float(v) for k, v in (comparison.thresholds or {}).items()})
+    return out
+
+
+def clean_thresholds(value: Any) -> dict[str, float]:
+    """``{"throughput_drop_fail_pct": 5}`` or ``"throughput_drop_fail_pct=5,alpha=0.01"`` ->
+    a dict of known names to numbers; UploadRejected on unknown names or non-numbers."""
+    if value in (None, "", {}):
+        return {}
+    if isinstance(value, str):
+        items: dict[str, Any] = {}
+        for part in value.split(","):
+            if not part.strip():
+                continue
+            key, sep, val = part.partition("=")
+            if not sep:
+                raise UploadRejected(f"thresholds: {part.strip()!r} is not name=value",
+                                     field="thresholds")
+            items[key.strip()] = val.strip()
+        value = items
+    if not isinstance(value, Mapping):
+        raise UploadRejected("thresholds: expected an object of name: number",
+                             field="thresholds")
+    known = settings.BLKREVIEW_CHECK_THRESHOLDS
+    out = {}
+    for key, val in value.items():
+        if key not in known:
+            raise UploadRejected(f"thresholds: unknown name {key!r} (known: {', '.join(known)})",
+                                 field="thresholds")
+        try:
+            out[str(key)] = float(val)
+        except (TypeError, ValueError):
+            raise UploadRejected(f"thresholds: {key} must be a number", field="thresholds") from None
+    return out
+
+
+def result_inputs(comparison: Comparison) -> dict[str, Any]:
+    """What the comparison step is computed from; a change means it must run again."""
+    return {
+        "baseline": sorted(BundleResult.objects.filter(
+            bundle__in=comparison.baseline_bundles.all()).values_list("pk", flat=True)),
+        "patched": sorted(BundleResult.objects.filter(
+            bundle__in=comparison.patched_bundles.all()).values_list("pk", flat=True)),
+        "thresholds": effective_thresholds(comparison),
+        "policy": comparison.policy,
+    }
+
+
+def _send(result_id: int, task_id: str) -> None:
+    from workers.tasks import compare_comparison
+
+    try:
+        compare_comparison.apply_async(args=[result_id], task_id=task_id,
+                                       queue=settings.BLKREVIEW_ANALYSIS_QUEUE)
+    except Exception as exc:
+        log.exception("could not queue comparison result %s", result_id)
+        result_mark_failed(result_id=result_id, error=f"could not queue the comparison: {exc}")
+
+
+def comparison_result_ensure(*, comparison: Comparison, force: bool = False
+                             ) -> ComparisonResult | None:
+    """Queue the comparison step unless an up-to-date one exists or is in flight.
+
+    Only for a ready comparison (every bundle has results). Returns the queued row, or None.
+    """
+    if comparison.status != c.COMPARISON_READY:
+        return None
+    inputs = result_inputs(comparison)
+    with transaction.atomic():
+        existing = ComparisonResult.objects.select_for_update().filter(
+            comparison=comparison).first()
+        if existing is not None and existing.inputs == inputs and not force:
+            return None
+        defaults = {"state": c.JOB_STATE_QUEUED, "progress": 0, "message": "waiting for a worker",
+                    "error": "", "celery_task_id": uuid.uuid4().hex, "inputs": inputs,
+                    "started": None, "finished": None}
+        if existing is None:
+            result = ComparisonResult.objects.create(comparison=comparison, **defaults)
+        else:
+            for k, v in defaults.items():
+                setattr(existing, k, v)
+            existing.save()
+            result = existing
+        transaction.on_commit(lambda: _send(result.pk, result.celery_task_id))
+    return result
+
+
+def result_start(*, result_id: int, task_id: str = "") -> ComparisonResult | None:
+    """Running; None when the row is gone or already final (a duplicate delivery)."""
+    with transaction.atomic():
+        result = ComparisonResult.objects.select_for_update().filter(pk=result_id).first()
+        if result is None or result.state in c.JOB_FINAL_STATES:
+            return None
+        if task_id and result.celery_task_id and task_id != result.celery_task_id:
+            return None  # superseded by a newer queueing of the same comparison
+        result.state = c.JOB_STATE_RUNNING
+        result.started = timezone.now()
+        result.progress = 5
+        result.message = "loading results"
+        result.save(update_fields=["state", "started", "progress", "message"])
+    return result
+
+
+def result_progress(*, result_id: int, progress: int, message: str = "") -> None:
+    ComparisonResult.objects.filter(pk=result_id, state=c.JOB_STATE_RUNNING).update(
+        progress=max(0, min(100, int(progress))), message=message[:200])
+
+
+def result_mark_failed(*, result_id: int, error: str) -> None:
+    ComparisonResult.objects.filter(pk=result_id).exclude(state=c.JOB_STATE_SUCCEEDED).update(
+        state=c.JOB_STATE_FAILED, error=error, message="failed", finished=timezone.now())
+
+
+def result_store(*, result_id: int, compare: dict[str, Any] | None, verdict: dict[str, Any] | None,
+                 model: dict[str, Any] | None, report: str,
+                 charts: Mapping[tuple[str, str, str], str]) -> ComparisonResult | None:
+    """Results, chart payloads and the final state, atomically (charts replaced wholesale)."""
+    with transaction.atomic():
+        result = ComparisonResult.objects.select_for_update().filter(pk=result_id).first()
+        if result is None or result.state != c.JOB_STATE_RUNNING:
+            return None
+        ComparisonChart.objects.filter(comparison_id=result.comparison_id).delete()
+        ComparisonChart.objects.bulk_create([
+            ComparisonChart(comparison_id=result.comparison_id, section=sec, dev=dev, stage=st,
+                            payload=text, nbytes=len(text.encode()))
+            for (sec, dev, st), text in charts.items()
+        ], batch_size=200)
+        result.compare = compare
+        result.verdict = verdict
+        result.model = model
+        result.report = report
+        result.state = c.JOB_STATE_SUCCEEDED
+        result.progress = 100
+        result.message = "done"
+        result.error = ""
+        result.finished = timezone.now()
+        result.save()
+    return result
+
+
+def comparison_thresholds_set(*, comparison: Comparison, thresholds: Any) -> Comparison:
+    """New per-comparison thresholds; queues the comparison step again when ready."""
+    comparison.thresholds = clean_thresholds(thresholds)
+    comparison.save(update_fields=["thresholds"])
+    comparison_result_ensure(comparison=comparison)
+    return comparison
