@@ -19,9 +19,11 @@ the reason. Per-line length is limited by the text parsers (``_textio.MAX_LINE_B
 
 from __future__ import annotations
 
+import lzma
 import stat
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO
@@ -174,7 +176,6 @@ def _decompressed(path: Path) -> BinaryIO:
     """A stream of the decompressed content (gz, xz, bz2, zst) or the raw file."""
     import bz2
     import gzip
-    import lzma
 
     with open(path, "rb") as fh:
         head = fh.read(6)
@@ -260,7 +261,7 @@ def unpack_zip(path: Path, dest: Path, *, name: str,
     except UnpackError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError,
-            NotImplementedError) as exc:
+            NotImplementedError, zlib.error, lzma.LZMAError) as exc:
         raise UnpackError(name, f"corrupt zip archive: {exc}") from None
     return out
 

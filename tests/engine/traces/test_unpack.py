@@ -161,3 +161,17 @@ def test_corrupt_archive(tmp_path: Path) -> None:
     archive.write_bytes(data[: len(data) // 2])
     with pytest.raises(UnpackError, match="corrupt"):
         ingest([archive], names=["t.tar.gz"])
+
+
+def test_corrupt_zip_deflate_stream(tmp_path: Path) -> None:
+    """Damaged deflate data inside a zip is an UnpackError, not zlib.error (found by fuzzing)."""
+    p = tmp_path / "b.zip"
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("t/demo.txt", bytes(range(256)) * 64)
+    data = bytearray(p.read_bytes())
+    start = 30 + len("t/demo.txt")
+    for i in range(start, start + 40):
+        data[i] ^= 0xFF
+    p.write_bytes(bytes(data))
+    with pytest.raises(UnpackError, match="corrupt zip"):
+        ingest([p], names=["b.zip"])
