@@ -1,0 +1,139 @@
+"""compare(): deltas, Welch verdicts, lkp's rule, single run, fidelity and the check verdict."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "analyzers"))
+from analyzer_helpers import requests, sectors_from_gaps, stream  # noqa: E402
+
+from workers.analyzers import analyze  # noqa: E402
+from workers.compare import (  # noqa: E402
+    Thresholds,
+    compare,
+    fidelity,
+    l1_normalized,
+    lkp_changed,
+    matched_in_order,
+)
+
+
+def _result(mbps: float, await_ms: float = 1.0, dev: str = "8,0") -> dict:
+    return {"devices": {dev: {"throughput": {"mb_per_s": mbps,
+                                             "iostat": {"r_await": await_ms, "r/s": 10.0}}}},
+            "iostat": {"groups": []}}
+
+
+def _by_key(cmp: dict, key: str) -> dict:
+    return next(m for m in cmp["metrics"] if m["key"] == key)
+
+
+def test_three_vs_three_clearly_different_improved_and_regressed() -> None:
+    """Throughput up and await up, 3 runs each with small noise: improved and regressed."""
+    base = [_result(100 + d, 1.0 + d / 100) for d in (-1, 0, 1)]
+    patched = [_result(150 + d, 2.0 + d / 100) for d in (-1, 0, 1)]
+    cmp = compare(base, patched)
+    mb = _by_key(cmp, "8,0 MB/s")
+    assert mb["verdict"] == "improved" and mb["p_value"] < 0.05
+    assert mb["delta"] == pytest.approx(50) and mb["pct"] == pytest.approx(50)
+    assert mb["lkp"]["changed"] and mb["lkp"]["applicable"]
+    assert not mb["needs_more_runs"]
+    aw = _by_key(cmp, "8,0 r_await")
+    assert aw["verdict"] == "regressed"
+    assert cmp["runs_note"] is None
+    assert cmp["check"]["verdict"] == "fail"  # await +100% > 25%
+    json.dumps(cmp)
+
+
+def test_three_vs_three_same_distribution_no_change() -> None:
+    """Same-distribution runs: no significant change, lkp not separated."""
+    base = [_result(v) for v in (97.0, 100.0, 103.0)]
+    patched = [_result(v) for v in (98.0, 101.0, 102.5)]
+    mb = _by_key(compare(base, patched), "8,0 MB/s")
+    assert mb["verdict"] == "no significant change" and mb["p_value"] >= 0.05
+    assert not mb["lkp"]["changed"]
+
+
+def test_same_distribution_false_positive_rate_is_near_alpha() -> None:
+    """Over 300 random 3-vs-3 draws from one normal, 'regressed/improved' is rare (~alpha)."""
+    rng = np.random.default_rng(11)
+    hits = 0
+    for _ in range(300):
+        v = rng.normal(100, 5, size=6)
+        mb = _by_key(compare([_result(x) for x in v[:3]], [_result(x) for x in v[3:]]),
+                     "8,0 MB/s")
+        hits += mb["verdict"] != "no significant change"
+    assert hits / 300 < 0.1
+
+
+def test_one_vs_one_is_single_run() -> None:
+    """One run per side: verdict 'single run', but delta and % change are still given."""
+    cmp = compare([_result(100)], [_result(80)])
+    mb = _by_key(cmp, "8,0 MB/s")
+    assert mb["verdict"] == "single run" and mb["p_value"] is None
+    assert mb["pct"] == pytest.approx(-20) and mb["needs_more_runs"]
+    assert cmp["runs_note"] == "single run"
+    assert cmp["check"]["verdict"] == "fail"  # -20% throughput > 10%
+
+
+def test_two_runs_needs_more_runs() -> None:
+    """Two runs per side: a verdict plus the 'needs more runs' note."""
+    cmp = compare([_result(100), _result(101)], [_result(200), _result(201)])
+    assert cmp["runs_note"] == "needs more runs"
+    assert _by_key(cmp, "8,0 MB/s")["needs_more_runs"]
+
+
+def test_thresholds_override_and_pass() -> None:
+    """A 5% drop warns by default and passes with a looser override; unknown names raise."""
+    cmp = compare([_result(100)], [_result(95)])
+    assert cmp["check"]["verdict"] == "warn"
+    loose = compare([_result(100)], [_result(95)], thresholds={"throughput_drop_warn_pct": 6})
+    assert loose["check"]["verdict"] == "pass" and loose["check"]["reasons"] == []
+    with pytest.raises(ValueError):
+        Thresholds().with_overrides({"nope": 1})
+    with pytest.raises(ValueError):
+        compare([], [_result(1)])
+
+
+def test_compare_real_analyze_results_seek_pattern() -> None:
+    """analyze() of sequential vs fragmented D streams: zero-seek share improves."""
+    def run(gaps: list[int]) -> dict:
+        return analyze(stream(sectors_from_gaps(gaps), 128))
+
+    rng = np.random.default_rng(0)
+    base = [run(list(rng.choice([0, 64, 512], size=200))) for _ in range(3)]
+    patched = [run(list(rng.choice([0, 0, 0, 64], size=200))) for _ in range(3)]
+    cmp = compare(base, patched)
+    z = _by_key(cmp, "8,0 zero-seek share")
+    assert z["verdict"] == "improved"
+    assert cmp["sides"]["baseline"]["devices"]["8,0"]["seek"]["cnt"] == 200
+
+
+def test_lkp_rule() -> None:
+    """lkp: separated when min above the other's middle and middle above its max."""
+    assert lkp_changed([1, 2, 3], [10, 11, 12])["changed"]
+    assert not lkp_changed([1, 5, 9], [4, 6, 8])["changed"]
+    assert not lkp_changed([1], [2])["applicable"]
+
+
+def test_fidelity_helpers() -> None:
+    """L1 of normalized histograms, in-order share, throughput error."""
+    assert l1_normalized([1, 1], [1, 1]) == 0.0
+    assert l1_normalized([1, 0], [0, 1]) == 2.0
+    assert l1_normalized([0], [1]) is None
+    obs = [(0, 8), (8, 8), (16, 8), (24, 8)]
+    assert matched_in_order(obs, obs) == 1.0
+    assert matched_in_order(obs, [(0, 8), (16, 8), (8, 8), (24, 8)]) == 0.75
+    assert matched_in_order(obs, []) == 0.0
+    t = requests([(0, 8, "R", {"D": 0, "C": 1000}), (8, 8, "R", {"D": 10, "C": 2000})])
+    r = analyze(t)
+    f = fidelity(r, r, order={"8,0": 1.0})
+    assert f["8,0"]["seek_l1"] == 0.0 and f["8,0"]["throughput_rel_err"] == 0.0
+    cmp = compare([r], [r], fidelity_result={"8,0": {"seek_l1": 0.9}})
+    assert cmp["check"]["verdict"] == "warn"
+    assert any("fidelity" in x for x in cmp["check"]["reasons"])
