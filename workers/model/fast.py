@@ -780,12 +780,12 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
              ops: npt.NDArray[np.int64], rwbs: npt.NDArray[np.int64],
              flags: npt.NDArray[np.int64], seg: npt.NDArray[np.int64],
              pid: npt.NDArray[np.int64], time_ns: npt.NDArray[np.int64],
-             units: list[tuple[int, int, int]], threads: list[tuple[int, int, int]],
+             units: npt.NDArray[np.int64], threads: npt.NDArray[np.int64],
              step_ns: int, think_ns: int) -> tuple[npt.NDArray[np.int64], int]:
     """Run the compiled engine; returns (event rows [n, 9], number of requests).
 
-    ``units``: (first bio, end bio, thread) per unit, bios of a unit contiguous and units of a
-    thread contiguous; ``threads``: (first unit, end unit, depth) per thread.
+    ``units``: int64 [n, 3] (first bio, end bio, thread) per unit, bios of a unit contiguous
+    and units of a thread contiguous; ``threads``: int64 [m, 3] (first unit, end unit, depth).
     """
     nodes = stack.nodes()
     index = {n.dev: i for i, n in enumerate(nodes)}
@@ -820,17 +820,23 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
                     0 if policy.plug_flush_check == "newest" else 1, policy.max_plug_count,
                     step_ns, think_ns], dtype=np.int64)
     nb = len(sector)
+    units = np.asarray(units, dtype=np.int64).reshape(-1, 3)
+    threads = np.asarray(threads, dtype=np.int64).reshape(-1, 3)
     nu = len(units)
     U = np.zeros((nu, 3), dtype=np.int64)
-    UB = np.zeros((nu, 2), dtype=np.int64)
-    UT = np.zeros(nu, dtype=np.int64)
-    for k, (a, e, th) in enumerate(units):
-        U[k, 2] = th
-        UB[k] = (a, e)
-        UT[k] = time_ns[a] if a < nb else 0
-    T = np.array([[a, e, 0, d] for a, e, d in threads], dtype=np.int64).reshape(-1, 4)
-    max_unit_sectors = max([int(nr[a:e].sum()) for a, e, _ in units] + [1])
-    max_unit_bios = max([e - a for a, e, _ in units] + [1])
+    U[:, 2] = units[:, 2]
+    UB = np.ascontiguousarray(units[:, :2])
+    if nb:
+        UT = np.ascontiguousarray(time_ns[np.minimum(units[:, 0], nb - 1)], dtype=np.int64)
+    else:
+        UT = np.zeros(nu, dtype=np.int64)
+    T = np.zeros((len(threads), 4), dtype=np.int64)
+    T[:, 0] = threads[:, 0]
+    T[:, 1] = threads[:, 1]
+    T[:, 3] = threads[:, 2]
+    csum = np.concatenate([[0], np.cumsum(nr)])
+    max_unit_sectors = int((csum[units[:, 1]] - csum[units[:, 0]]).max()) if nu else 1
+    max_unit_bios = int((units[:, 1] - units[:, 0]).max()) if nu else 1
     min_piece = max(min([int(L[i, L_MAXSEC]) for i in range(nn)] +
                         [int(L[i, L_CHUNK]) for i in range(nn) if L[i, L_CHUNK]]) // 8, 1)
     margin_pool = 4 * (max_unit_sectors // min_piece + 2 * max_unit_bios) + 1024
@@ -842,8 +848,9 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     FP = np.arange(cap - 1, -1, -1, dtype=np.int64)
     R = np.zeros((cap, NRF), dtype=np.int64)
     FR = np.arange(cap - 1, -1, -1, dtype=np.int64)
-    H = np.zeros((cap, 4), dtype=np.int64)
-    EV = np.zeros((max(8 * nb + margin_ev, 1 << 16), 9), dtype=np.int64)
+    H = np.zeros((cap + nu, 4), dtype=np.int64)  # every unit may be scheduled up front
+    pieces = int(np.sum(nr // max(min_piece * 8, 1))) + 2 * nb
+    EV = np.zeros((max(nb + 8 * pieces + 2 * margin_ev, 1 << 16), 9), dtype=np.int64)
     PL = np.zeros(4096, dtype=np.int64)
     TMP = np.zeros(4096, dtype=np.int64)
     Q = np.full((nn, 2), -1, dtype=np.int64)

@@ -46,7 +46,7 @@ from workers.events import (
 from workers.model.build import build_bios, natural_bio_pages
 from workers.model.plug import F_IDLE, F_SYNC, Bio
 from workers.model.policy import Policy, parse_size
-from workers.model.split import op_from_rwbs
+from workers.model.split import OP_READ, OP_WRITE, op_from_rwbs
 from workers.model.stack import Stack, all_limits
 from workers.model.submit import EV_COMPLETE, EV_UNIT, Engine, Unit
 
@@ -390,6 +390,16 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     else:
         sector, nr, seg = bios.sector, bios.nr_sectors, bios.seg_bytes
         time_ns, rwbs, pid, plug = bios.time_ns, bios.rwbs, bios.pid, bios.plug
+    if engine not in ("auto", "python", "fast"):
+        raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
+    if engine != "python":
+        from workers.model import fast
+
+        if fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
+            return _replay_fast(eng, bios, stack, policy, seed, record, sector, nr,
+                                seg, rwbs, pid, time_ns, plug)
+        if engine == "fast":
+            raise ModelConfigError("this stack/workload is outside the compiled engine's scope")
     threads: dict[int, _Thread] = {}
     n = len(sector)
     pid_l = pid.tolist()
@@ -406,16 +416,6 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             last_key[p] = plug_l[i]
         else:
             th.units[-1][1].append(i)
-    if engine not in ("auto", "python", "fast"):
-        raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
-    if engine != "python":
-        from workers.model import fast
-
-        if fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
-            return _replay_fast(eng, threads, bios, stack, policy, seed, record, sector, nr,
-                                seg, rwbs, pid, time_ns)
-        if engine == "fast":
-            raise ModelConfigError("this stack/workload is outside the compiled engine's scope")
     sector_l, nr_l, seg_l, rwbs_l = sector.tolist(), nr.tolist(), seg.tolist(), rwbs.tolist()
     ops = [op_from_rwbs(r) for r in rwbs_l] if n else []
 
@@ -463,37 +463,54 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     return _table(eng, stack, policy, bios, seed) if record else EventTable.empty()
 
 
-def _replay_fast(eng: Engine, threads: dict[int, _Thread], bios: BioStream, stack: Stack,
-                 policy: Policy, seed: int, record: bool, sector: npt.NDArray[np.int64],
-                 nr: npt.NDArray[np.int64], seg: npt.NDArray[np.int64],
-                 rwbs: npt.NDArray[np.int64], pid: npt.NDArray[np.int64],
-                 time_ns: npt.NDArray[np.int64]) -> EventTable:
-    """The same replay through :func:`workers.model.fast.run_fast`."""
+def _replay_fast(eng: Engine, bios: BioStream, stack: Stack, policy: Policy, seed: int,
+                 record: bool, sector: npt.NDArray[np.int64], nr: npt.NDArray[np.int64],
+                 seg: npt.NDArray[np.int64], rwbs: npt.NDArray[np.int64],
+                 pid: npt.NDArray[np.int64], time_ns: npt.NDArray[np.int64],
+                 plug: npt.NDArray[np.int64]) -> EventTable:
+    """The same replay through :func:`workers.model.fast.run_fast`.
+
+    Units are built with numpy exactly as the Python driver builds them: threads in order of
+    first appearance, and within a thread a new unit whenever the plug id changes.
+    """
     from workers.model import fast
     from workers.model.submit import STEP_NS
 
-    perm: list[int] = []
-    units: list[tuple[int, int, int]] = []
-    tlist: list[tuple[int, int, int]] = []
-    for ti, th in enumerate(threads.values()):
-        first_unit = len(units)
-        for _, rows in th.units:
-            a = len(perm)
-            perm.extend(rows)
-            units.append((a, len(perm), ti))
-        tlist.append((first_unit, len(units), th.depth))
-    p = np.asarray(perm, dtype=np.int64)
-    rw = np.asarray(rwbs, dtype=np.int64)[p]
-    ops = np.array([op_from_rwbs(int(r)) for r in rw], dtype=np.int64) if len(rw) else \
-        np.zeros(0, np.int64)
+    n = len(sector)
+    pid = np.asarray(pid, dtype=np.int64)
+    plug = np.asarray(plug, dtype=np.int64)
+    if n:
+        _, first_idx, inv = np.unique(pid, return_index=True, return_inverse=True)
+        rank = np.argsort(np.argsort(first_idx, kind="stable"), kind="stable")[inv]
+        perm = np.lexsort((np.arange(n), rank))
+        r = rank[perm]
+        pl = plug[perm]
+        new_thread = np.ones(n, dtype=bool)
+        new_thread[1:] = r[1:] != r[:-1]
+        new_unit = new_thread.copy()
+        new_unit[1:] |= pl[1:] != pl[:-1]
+        ustart = np.flatnonzero(new_unit)
+        uend = np.append(ustart[1:], n)
+        uthread = r[ustart]
+        tstart = np.flatnonzero(new_thread[ustart])
+        tend = np.append(tstart[1:], len(ustart))
+        units = np.stack([ustart, uend, uthread], axis=1)
+        threads = np.stack([tstart, tend, np.full(len(tstart), bios.depth)], axis=1)
+    else:
+        perm = np.zeros(0, np.int64)
+        units = np.zeros((0, 3), np.int64)
+        threads = np.zeros((0, 3), np.int64)
+    rw = np.asarray(rwbs, dtype=np.int64)[perm]
+    ops = np.where(rw & RWBS_WRITE, OP_WRITE, OP_READ).astype(np.int64)
     flags = np.where(rw & RWBS_SYNC, F_SYNC | np.where(rw & RWBS_WRITE, F_IDLE, 0), 0)
     rows_arr, nreq = fast.run_fast(stack, policy, eng.limits, eng.servers,
-                                   np.ascontiguousarray(sector[p]), np.ascontiguousarray(nr[p]),
-                                   ops, rw, flags.astype(np.int64),
-                                   np.ascontiguousarray(np.asarray(seg, dtype=np.int64)[p]),
-                                   np.ascontiguousarray(np.asarray(pid, dtype=np.int64)[p]),
-                                   np.ascontiguousarray(np.asarray(time_ns, dtype=np.int64)[p]),
-                                   units, tlist, STEP_NS, THINK_NS)
+                                   np.ascontiguousarray(np.asarray(sector, np.int64)[perm]),
+                                   np.ascontiguousarray(np.asarray(nr, np.int64)[perm]), ops,
+                                   np.ascontiguousarray(rw), flags.astype(np.int64),
+                                   np.ascontiguousarray(np.asarray(seg, np.int64)[perm]),
+                                   np.ascontiguousarray(pid[perm]),
+                                   np.ascontiguousarray(np.asarray(time_ns, np.int64)[perm]),
+                                   units, threads, STEP_NS, THINK_NS)
     eng.n_requests = nreq
     if not record:
         return EventTable.empty()
@@ -506,15 +523,19 @@ def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int
         rows = eng.ev_rows
         arr = np.array(rows, dtype=np.int64) if rows else np.zeros((0, 9), dtype=np.int64)
     order = np.argsort(arr[:, 0], kind="stable")
-    arr = arr[order]
+    if not np.array_equal(order, np.arange(len(order))):
+        arr = arr[order]
     t = arr[:, 0]
     if len(t):
         t = t - t.min()
     dev = arr[:, 1]
     seq = np.zeros(len(arr), dtype=np.int64)
-    for d in np.unique(dev):
-        m = dev == d
-        seq[m] = np.arange(1, int(m.sum()) + 1)
+    if len(arr):
+        o = np.argsort(dev, kind="stable")
+        ds = dev[o]
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(ds)) + 1])
+        lengths = np.diff(np.append(starts, len(ds)))
+        seq[o] = np.arange(len(ds)) - np.repeat(starts, lengths) + 1
     pid = arr[:, 2]
     limits = all_limits(stack, policy)
     devices = {node.dev: DeviceInfo(dev=node.dev, name=node.name,
