@@ -769,6 +769,27 @@ def _hpop(h: npt.NDArray[np.int64], n: _I) -> tuple[_I, _I, _I, _I]:
 
 
 @njit(cache=True, error_model="numpy")
+def _wq_pop(wq: npt.NDArray[np.int64], wh: npt.NDArray[np.int64], wn: npt.NDArray[np.int64],
+            queued: npt.NDArray[np.bool_], w: _I, cap: _I, limit: _I, by_need: bool,
+            nrt: npt.NDArray[np.int64], wk: npt.NDArray[np.int64], nw: _I) -> tuple[int, int]:
+    """wake_up_nr on wait queue ``w``: pop waiters in order until ``limit`` is covered.
+
+    Each thread covers 1 (``wake_up_nr``) or, with ``by_need``, the tags it still needs
+    (seed003 ``get_wake_nr``). Returns (new woken count, covered).
+    """
+    covered = 0
+    while covered < limit and wn[w] > 0:
+        th = wq[w, wh[w]]
+        wh[w] = (wh[w] + 1) % cap
+        wn[w] -= 1
+        queued[th] = False
+        wk[nw] = th
+        nw += 1
+        covered += nrt[th] if by_need else 1
+    return int(nw), int(covered)
+
+
+@njit(cache=True, error_model="numpy")
 def _key_less(s1: _I, r1: _I, s2: _I, r2: _I) -> bool:
     return bool(s1 < s2 or (s1 == s2 and r1 < r2))
 
@@ -999,13 +1020,7 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
                     rescues += 1
                     nw = 0
                     for w in range(nq):
-                        while wn[w] > 0:
-                            th = wq[w, wh[w]]
-                            wh[w] = (wh[w] + 1) % cap
-                            wn[w] -= 1
-                            wk[nw] = th
-                            nw += 1
-                    queued[:] = False
+                        nw, _c = _wq_pop(wq, wh, wn, queued, w, cap, cap, False, nrt, wk, nw)
                     st_wakeups += nw
                     for q in range(nw):
                         heap = _hpush(heap, hn, t + wakeup_ns, seqc, k_run, wk[q])
@@ -1102,26 +1117,9 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
                             idx = (idx + 1) % nq
                             if wn[w] == 0:
                                 continue
-                            if pre == 1:
-                                while left > 0 and wn[w] > 0:
-                                    th = wq[w, wh[w]]
-                                    wh[w] = (wh[w] + 1) % cap
-                                    wn[w] -= 1
-                                    queued[th] = False
-                                    wk[nw] = th
-                                    nw += 1
-                                    left -= nrt[th]
-                            else:
-                                got = 0
-                                while got < left and wn[w] > 0:
-                                    th = wq[w, wh[w]]
-                                    wh[w] = (wh[w] + 1) % cap
-                                    wn[w] -= 1
-                                    queued[th] = False
-                                    wk[nw] = th
-                                    nw += 1
-                                    got += 1
-                                left -= got
+                            nw, got = _wq_pop(wq, wh, wn, queued, w, cap, left, pre == 1, nrt,
+                                              wk, nw)
+                            left -= got
                             if left <= 0:
                                 break
                         wake_index = idx
@@ -1149,15 +1147,8 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
                                     break
                                 cnt += 1
                                 left -= need
-                            got = 0
-                            while got < cnt and wn[idx] > 0:
-                                th = wq[idx, wh[idx]]
-                                wh[idx] = (wh[idx] + 1) % cap
-                                wn[idx] -= 1
-                                queued[th] = False
-                                wk[nw] = th
-                                nw += 1
-                                got += 1
+                            nw, _c = _wq_pop(wq, wh, wn, queued, idx, cap, cnt, False, nrt,
+                                             wk, nw)
                 else:
                     idx = wake_index
                     found = False
@@ -1172,15 +1163,8 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
                         if wait_cnt[idx] <= 0:
                             wait_cnt[idx] = wb
                             wake_index = (idx + 1) % nq
-                            got = 0
-                            while got < wb and wn[idx] > 0:
-                                th = wq[idx, wh[idx]]
-                                wh[idx] = (wh[idx] + 1) % cap
-                                wn[idx] -= 1
-                                queued[th] = False
-                                wk[nw] = th
-                                nw += 1
-                                got += 1
+                            nw, _c = _wq_pop(wq, wh, wn, queued, idx, cap, wb, False, nrt,
+                                             wk, nw)
                 st_wakeups += nw
             for q in range(nw):
                 heap = _hpush(heap, hn, t + wakeup_ns, seqc, k_run, wk[q])
