@@ -132,11 +132,14 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     2. With no G/D events: the workload (``dd ... bs=N``: the bios of one read share a plug).
     3. Otherwise one plug per bio.
 
+    Q events of 0 sectors (bare flushes) are left out: the model has no flush machinery.
+
     Raises:
         ModelConfigError: the table has no Q events on ``top_dev``.
     """
     is_q = (table.action == ACT_QUEUE) & (table.dev == top_dev)
-    rows = np.flatnonzero(is_q)
+    # bare flushes (0 sectors) have no position and are not modelled
+    rows = np.flatnonzero(is_q & (table.nr_sectors > 0))
     if len(rows) == 0:
         raise ModelConfigError(f"no Q events on the top device {top_dev >> 20},"
                                f"{top_dev & 0xFFFFF} to replay")

@@ -67,3 +67,23 @@ def test_capture_6_1_order_differs_under_6_18_policy(tmp_path):
     assert d_stream(pred) != d_stream(real)
     for node in stack.disks():
         assert d_stream(pred, node.dev) == d_stream(real, node.dev)
+
+
+def test_bios_from_table_plug_rules_and_flushes():
+    """Plugs come from the G/D state, else from the workload's bs, else one per bio; bare
+    flushes (0 sectors) are not replayed; a device without Q events is a typed error."""
+    from workers.errors import ModelConfigError
+    from workers.events import ACT_QUEUE, RWBS_FLUSH, RWBS_READ, RWBS_WRITE, EventTable, make_dev
+
+    dev = make_dev(8, 0)
+    t = EventTable.from_columns(time_ns=[0, 1, 2, 3], dev=[dev] * 4, pid=[7] * 4,
+                                action=[ACT_QUEUE] * 4, sector=[0, 1024, 0, 2048],
+                                nr_sectors=[1024, 1024, 0, 1024],
+                                rwbs=[RWBS_READ, RWBS_READ, RWBS_FLUSH | RWBS_WRITE, RWBS_READ])
+    per_bio = bios_from_table(t, dev)
+    assert per_bio.sector.tolist() == [0, 1024, 2048]
+    assert per_bio.plug.tolist() == [0, 1, 2]
+    by_bs = bios_from_table(t, dev, workload="dd if=/dev/sda of=/dev/null bs=1M iflag=direct")
+    assert by_bs.plug.tolist() == [0, 0, 1]
+    with pytest.raises(ModelConfigError):
+        bios_from_table(t, make_dev(8, 16))
