@@ -1,0 +1,99 @@
+"""The analyze and compare commands, run in a subprocess on small blkparse text files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from analyzer_helpers import fold, requests, sectors_from_gaps, seed_seek_blocks, seed_text
+
+from workers.events import EventTable
+from workers.traces.writers import write_blkparse
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "workers", *args], cwd=ROOT, text=True,
+                          capture_output=True, timeout=120)
+
+
+def _write(table: EventTable, path: Path) -> Path:
+    with open(path, "w") as f:
+        write_blkparse(table, f)
+    return path
+
+
+def _run_table(gaps: list[int], us_per_req: int) -> EventTable:
+    """D and C events for requests at the given seek gaps, us_per_req apart."""
+    sectors = sectors_from_gaps(gaps, 128)
+    spec = [(s, 128, "R", {"D": i * us_per_req * 1000, "C": i * us_per_req * 1000 + 500_000})
+            for i, s in enumerate(sectors)]
+    return requests(spec)
+
+
+def test_analyze_seek_prints_seed000_layout(tmp_path: Path) -> None:
+    """--seek on a file with seed 000's 'after' distribution prints the seed's block."""
+    gaps = [0] * 21483 + [64] * 7161
+    np.random.default_rng(2).shuffle(gaps)
+    from analyzer_helpers import stream
+
+    f = _write(stream(sectors_from_gaps(gaps), 128), tmp_path / "after.txt")
+    r = _cli("analyze", "--seek", str(f))
+    assert r.returncode == 0, r.stderr
+    lines = fold(r.stdout)
+    assert lines[0] == "8,0: stage D"
+    assert lines[1:] == seed_seek_blocks(seed_text("000_bd92b2ca435366b4.txt"))[1]
+
+
+def test_analyze_full_text_and_json(tmp_path: Path) -> None:
+    """Without --seek: sizes, fragmentation and the iostat-like table; --json parses."""
+    f = _write(_run_table([0] * 20 + [64] * 5, 1000), tmp_path / "run.txt")
+    r = _cli("analyze", str(f))
+    assert r.returncode == 0, r.stderr
+    assert "Read|Write seek" in r.stdout and "sizes: 26 requests" in r.stdout
+    assert "iostat-like" in r.stdout and "r_await" in r.stdout
+    import json
+
+    j = _cli("analyze", "--json", "--stage", "C", str(f))
+    res = json.loads(j.stdout)
+    assert res["devices"]["8,0"]["stage"] == "C"
+
+
+def test_analyze_bad_file_is_a_typed_error(tmp_path: Path) -> None:
+    """Garbage input gives an error line naming the file and exit code 1, no traceback."""
+    bad = tmp_path / "bad.txt"
+    bad.write_text("this is not a trace\n")
+    r = _cli("analyze", str(bad))
+    assert r.returncode == 1 and "bad.txt" in r.stderr and "Traceback" not in r.stderr
+    assert _cli("analyze", str(tmp_path / "missing")).returncode == 2
+
+
+def test_compare_prints_report_three_vs_three(tmp_path: Path) -> None:
+    """3 fragmented vs 3 sequential runs: the report has both sides and verdicts."""
+    rng = np.random.default_rng(5)
+    base, patched = [], []
+    for i in range(3):
+        g = list(rng.choice([0, 64, 512], size=60))
+        base.append(str(_write(_run_table(g, 1000), tmp_path / f"b{i}.txt")))
+        g = list(rng.choice([0, 0, 0, 64], size=60))
+        patched.append(str(_write(_run_table(g, 1000), tmp_path / f"p{i}.txt")))
+    r = _cli("compare", *base, "--", *patched)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "Before this patch:" in out and "After this patch:" in out
+    assert out.count("Read|Write seek") == 2
+    assert "zero-seek share" in out and "improved" in out
+    assert "runs: 3 baseline, 3 patched" in out and "Check:" in out
+
+
+def test_compare_single_run_and_usage_errors(tmp_path: Path) -> None:
+    """1 vs 1 says 'single run'; a missing '--' is a usage error."""
+    a = str(_write(_run_table([0] * 10, 1000), tmp_path / "a.txt"))
+    b = str(_write(_run_table([0] * 10, 2000), tmp_path / "b.txt"))
+    r = _cli("compare", a, "--", b)
+    assert r.returncode == 0, r.stderr
+    assert "single run" in r.stdout
+    assert _cli("compare", a, b).returncode == 2

@@ -1,0 +1,113 @@
+"""``python -m workers analyze FILE... [--seek] [--device 8,0] [--stage D] [--json]``.
+
+The files are read together as one bundle (per-CPU files merged, archives unpacked) with
+:func:`workers.traces.ingest`, then analyzed. ``--seek`` prints, per device, exactly seed 000's
+seek histogram block (``Read|Write seek`` to the last non-empty bucket) after a one-line
+device header; without it the request sizes, fragmentation and the iostat-like table follow.
+``--json`` prints the full results dict that the web stores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from workers.analyzers import AnalyzeConfig, analyze
+from workers.analyzers.common import SELECTABLE_STAGES
+from workers.analyzers.seek import SeekHistogram
+from workers.errors import ParseError
+from workers.report import iostat_table
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="trace files of one run (per-CPU files, archives, manifest)")
+    parser.add_argument("--seek", action="store_true",
+                        help="only the seed-000 seek histogram per device")
+    parser.add_argument("--device", action="append", metavar="MAJ,MIN",
+                        help="restrict to a device (repeatable), e.g. 8,0")
+    parser.add_argument("--stage", choices=SELECTABLE_STAGES,
+                        help="stage to analyze (default: D, else I, G, Q)")
+    parser.add_argument("--json", action="store_true", help="print the results dict as JSON")
+
+
+def config_from_args(args: argparse.Namespace, manifest: Any = None) -> AnalyzeConfig:
+    """AnalyzeConfig from the command line, with the md chunk from a manifest if given."""
+    chunk = None
+    stack = getattr(manifest, "stack", None) or {}
+    if isinstance(stack, Mapping) and stack.get("chunk_kb"):
+        try:
+            chunk = int(float(stack["chunk_kb"]) * 2)
+        except (TypeError, ValueError):
+            chunk = None
+    return AnalyzeConfig(stage=args.stage, devices=tuple(args.device) if args.device else None,
+                         chunk_sectors=chunk)
+
+
+def load_and_analyze(files: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Ingest files as one bundle and analyze them (raises ParseError on bad input)."""
+    from workers.traces import ingest
+
+    paths = [Path(f) for f in files]
+    ing = ingest(paths, names=[str(p) for p in paths])
+    return analyze(ing.table, config=config_from_args(args, ing.manifest),
+                   summaries=ing.summaries)
+
+
+def _device_header(dev: str, d: Mapping[str, Any]) -> str:
+    name = d.get("name", dev)
+    label = f"{dev} ({name})" if name and name != dev else dev
+    return f"{label}: {d.get('stage_note', '')}"
+
+
+def print_text(res: Mapping[str, Any], seek_only: bool, out: Any) -> None:
+    for dev, d in res["devices"].items():
+        out.write(_device_header(dev, d) + "\n")
+        out.write(SeekHistogram.from_json(d["seek"]).text())
+        if seek_only:
+            out.write("\n")
+            continue
+        s = d["sizes"]
+        if s["count"]:
+            pct = ", ".join(f"{k} {v / 1024:g}K" for k, v in s["percentiles_bytes"].items())
+            out.write(f"sizes: {s['count']} requests, mean {s['mean_bytes'] / 1024:.1f}K, "
+                      f"{pct}, max {s['max_bytes'] / 1024:g}K\n")
+            top = ", ".join(f"{n / 2:g}K x{c}" for n, c in
+                            zip(s["exact"]["sectors"][:8], s["exact"]["counts"][:8]))
+            out.write(f"  most frequent: {top}\n")
+        f = d["fragmentation"]
+        if f["requests"]:
+            out.write(f"fragmentation: {100 * f['below_max_share']:.1f}% below max_sectors "
+                      f"{f['max_sectors']} ({f['max_sectors_source']}), "
+                      f"{f['sandwiched']} sandwiched, {f['pieces_per_bio']:.2f} pieces/bio"
+                      + (f" ({f['splits_source']})" if f["splits_source"] else "") + "\n")
+        o = d["ordering"]
+        if o["requests"] > 1:
+            out.write(f"ordering: {o['backward']} backward dispatches "
+                      f"({100 * o['backward_share']:.1f}%)\n")
+        out.write("\n")
+    if not seek_only and res["devices"]:
+        names = {k: v["name"] for k, v in res["devices"].items()}
+        out.write("iostat-like (computed from the trace):\n")
+        out.write(iostat_table(res["iostat"], names) + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    missing = [f for f in args.files if not Path(f).exists()]
+    if missing:
+        sys.stderr.write(f"error: no such file: {', '.join(missing)}\n")
+        return 2
+    try:
+        res = load_and_analyze(args.files, args)
+    except ParseError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        return 1
+    if args.json:
+        sys.stdout.write(json.dumps(res) + "\n")
+    else:
+        print_text(res, args.seek, sys.stdout)
+    return 0

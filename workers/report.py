@@ -1,0 +1,141 @@
+"""Plain-text report of a comparison, in the style of the seed threads, ready for a mail reply.
+
+Laid out like seed 000's cover letter: "Before this patch" then "After this patch", each with
+1) an iostat -x-like table computed from the trace (one row per device plus the mean row of
+member disks, ``sd*``) and 2) the seek histograms in the seed's layout; then the key deltas
+with their verdicts (Welch's test and lkp's rule) and the CI check verdict with its reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from workers.analyzers.seek import SeekHistogram
+
+READ_COLUMNS: tuple[str, ...] = ("r/s", "rMB/s", "rrqm/s", "%rrqm", "r_await", "rareq-sz")
+WRITE_COLUMNS: tuple[str, ...] = ("w/s", "wMB/s", "wrqm/s", "%wrqm", "w_await", "wareq-sz")
+TAIL_COLUMNS: tuple[str, ...] = ("aqu-sz", "%util")
+
+
+def _fmt(v: Any) -> str:
+    return f"{float(v):.2f}" if isinstance(v, (int, float)) else str(v)
+
+
+def iostat_table(iostat: Mapping[str, Any], names: Mapping[str, str]) -> str:
+    """The iostat -x-like table: one row per device, then the mean rows of member groups."""
+    rows: Mapping[str, Mapping[str, float]] = iostat.get("rows", {})
+    groups: Sequence[Mapping[str, Any]] = iostat.get("groups", [])
+    all_rows = list(rows.values()) + [g["row"] for g in groups]
+    has_w = any(r.get("w/s", 0) > 0 for r in all_rows)
+    has_r = any(r.get("r/s", 0) > 0 for r in all_rows) or not has_w
+    cols = (READ_COLUMNS if has_r else ()) + (WRITE_COLUMNS if has_w else ()) + TAIL_COLUMNS
+    table = [["Device", *cols]]
+    for dev, r in rows.items():
+        table.append([names.get(dev, dev), *(_fmt(r.get(c, 0.0)) for c in cols)])
+    for g in groups:
+        table.append([g["name"], *(_fmt(g["row"].get(c, 0.0)) for c in cols)])
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols) + 1)]
+    lines = []
+    for row in table:
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        lines.append(" ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _side_text(side: Mapping[str, Any], heading: str, devices: Sequence[str] | None) -> list[str]:
+    devs: Mapping[str, Any] = side.get("devices", {})
+    names = {k: v.get("name", k) for k, v in devs.items()}
+    out = [heading, "1) iostat results (computed from the trace):",
+           iostat_table(side.get("iostat", {}), names)]
+    n = 2
+    for top, r in side.get("remaps", {}).items():
+        out.append(f"{n}) pieces of {top} across members: {r['remaps']} remaps, "
+                   f"{r['out_of_order']} out of order ({100 * r['out_of_order_share']:.1f}%)")
+        n += 1
+    for dev, d in devs.items():
+        if devices and dev not in devices and d.get("name") not in devices:
+            continue
+        seek = d.get("seek")
+        if not seek or not seek.get("cnt"):
+            continue
+        label = d.get("name", dev)
+        label = f"{dev} ({label})" if label != dev else dev
+        out.append(f"{n}) io seek for {label}, {d.get('stage_note') or 'stage ' + str(d.get('stage'))}:")
+        out.append(SeekHistogram.from_json(seek).text().rstrip("\n"))
+        n += 1
+    return out
+
+
+def _metric_line(m: Mapping[str, Any]) -> str:
+    b, p = m["baseline"], m["patched"]
+    pct = "n/a" if m.get("pct") is None else f"{m['pct']:+.1f}%"
+    if b["n"] > 1 or p["n"] > 1:
+        vals = f"{b['mean']:.4g} ±{b['stddev']:.2g} -> {p['mean']:.4g} ±{p['stddev']:.2g}"
+    else:
+        vals = f"{b['mean']:.4g} -> {p['mean']:.4g}"
+    why = []
+    if m.get("p_value") is not None:
+        why.append(f"Welch p={m['p_value']:.3g}")
+    lkp = m.get("lkp", {})
+    if lkp.get("applicable"):
+        why.append("lkp: ranges separated" if lkp.get("changed") else "lkp: ranges overlap")
+    if m.get("needs_more_runs") and m["verdict"] != "single run":
+        why.append("needs more runs")
+    unit = f" {m['unit']}" if m.get("unit") and m["unit"] not in ("share",) else ""
+    extra = f" ({'; '.join(why)})" if why else ""
+    return f"  {m['key']}{unit}: {vals} ({pct}) {m['verdict']}{extra}"
+
+
+def key_deltas(comparison: Mapping[str, Any], limit: int = 25) -> list[str]:
+    """Most telling metric lines: significant first, then by size of the change."""
+    metrics = [m for m in comparison.get("metrics", []) if m.get("pct") is not None
+               and (m["baseline"]["mean"] or m["patched"]["mean"])]
+    rank = {"regressed": 0, "improved": 0, "changed": 1}
+    metrics.sort(key=lambda m: (rank.get(m["verdict"], 2), -abs(m["pct"])))
+    return [_metric_line(m) for m in metrics[:limit]]
+
+
+def render_report(comparison: Mapping[str, Any], *, title: str | None = None,
+                  devices: Sequence[str] | None = None, limit: int = 25) -> str:
+    """The plain-text report of a :func:`workers.compare.compare` result.
+
+    Args:
+        comparison: the comparison dict.
+        title: first line (e.g. the patch subject).
+        devices: restrict the seek histograms to these devices (``"8,0"`` or names).
+        limit: number of key delta lines.
+    """
+    runs = comparison.get("runs", {})
+    nb, np_ = runs.get("baseline", 0), runs.get("patched", 0)
+    lines = [title or "blkreview: baseline vs patched",
+             f"runs: {nb} baseline, {np_} patched"
+             + (f" ({comparison['runs_note']})" if comparison.get("runs_note") else ""), ""]
+    sides = comparison.get("sides", {})
+    lines += _side_text(sides.get("baseline", {}), "Before this patch:", devices)
+    lines.append("")
+    lines += _side_text(sides.get("patched", {}), "After this patch:", devices)
+    lines.append("")
+    lines.append("Key changes (patched vs baseline):")
+    deltas = key_deltas(comparison, limit)
+    lines += deltas or ["  (no metric present on both sides)"]
+    fid = comparison.get("fidelity")
+    if fid:
+        lines.append("")
+        lines.append("Model fidelity (predicted vs observed baseline):")
+        for dev, f in fid.items():
+            parts = []
+            for k, label in (("matched_in_order", "D in order"), ("seek_l1", "seek L1"),
+                             ("size_l1", "size L1"), ("throughput_rel_err", "MB/s error")):
+                v = f.get(k)
+                if v is not None:
+                    parts.append(f"{label} {100 * v:.1f}%" if k in ("matched_in_order",
+                                                                      "throughput_rel_err")
+                                 else f"{label} {v:.3f}")
+            lines.append(f"  {dev}: {', '.join(parts) if parts else 'n/a'}")
+    check = comparison.get("check")
+    if check:
+        lines.append("")
+        lines.append(f"Check: {check['verdict'].upper()}")
+        lines += [f"  - {r}" for r in check.get("reasons", [])]
+    return "\n".join(lines).rstrip() + "\n"
