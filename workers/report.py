@@ -67,13 +67,30 @@ def _side_text(side: Mapping[str, Any], heading: str, devices: Sequence[str] | N
     return out
 
 
+def _scaled(v: float, unit: str) -> tuple[float, str]:
+    """Bytes as KB and nanoseconds as microseconds, the units the seed threads use."""
+    if unit == "B":
+        return v / 1024, "KB"
+    if unit == "ns":
+        return v / 1000, "us"
+    if unit == "share":
+        return 100 * v, "%"
+    return v, unit
+
+
 def _metric_line(m: Mapping[str, Any]) -> str:
     b, p = m["baseline"], m["patched"]
+    unit = m.get("unit") or ""
+    bm, u = _scaled(b["mean"], unit)
+    pm, _ = _scaled(p["mean"], unit)
+    bs, _ = _scaled(b["stddev"], unit)
+    ps, _ = _scaled(p["stddev"], unit)
     pct = "n/a" if m.get("pct") is None else f"{m['pct']:+.1f}%"
+    u = "" if not u or u in m["label"] else f" {u}"
     if b["n"] > 1 or p["n"] > 1:
-        vals = f"{b['mean']:.4g} ±{b['stddev']:.2g} -> {p['mean']:.4g} ±{p['stddev']:.2g}"
+        vals = f"{bm:.4g} ±{bs:.2g} -> {pm:.4g} ±{ps:.2g}{u}"
     else:
-        vals = f"{b['mean']:.4g} -> {p['mean']:.4g}"
+        vals = f"{bm:.4g} -> {pm:.4g}{u}"
     why = []
     if m.get("p_value") is not None:
         why.append(f"Welch p={m['p_value']:.3g}")
@@ -82,15 +99,16 @@ def _metric_line(m: Mapping[str, Any]) -> str:
         why.append("lkp: ranges separated" if lkp.get("changed") else "lkp: ranges overlap")
     if m.get("needs_more_runs") and m["verdict"] != "single run":
         why.append("needs more runs")
-    unit = f" {m['unit']}" if m.get("unit") and m["unit"] not in ("share",) else ""
     extra = f" ({'; '.join(why)})" if why else ""
-    return f"  {m['key']}{unit}: {vals} ({pct}) {m['verdict']}{extra}"
+    return f"  {m['key']}: {vals} ({pct}) {m['verdict']}{extra}"
 
 
 def key_deltas(comparison: Mapping[str, Any], limit: int = 25) -> list[str]:
     """Most telling metric lines: significant first, then by size of the change."""
     metrics = [m for m in comparison.get("metrics", []) if m.get("pct") is not None
-               and (m["baseline"]["mean"] or m["patched"]["mean"])]
+               and (m["baseline"]["mean"] or m["patched"]["mean"])
+               and (abs(m["pct"]) >= 0.05 or m["verdict"] not in ("no significant change",
+                                                                  "single run"))]
     rank = {"regressed": 0, "improved": 0, "changed": 1}
     metrics.sort(key=lambda m: (rank.get(m["verdict"], 2), -abs(m["pct"])))
     return [_metric_line(m) for m in metrics[:limit]]

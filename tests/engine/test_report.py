@@ -1,0 +1,72 @@
+"""render_report(): the seed-style plain-text report of a comparison."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "analyzers"))
+from analyzer_helpers import (  # noqa: E402
+    fold,
+    requests,
+    sectors_from_gaps,
+    seed_seek_blocks,
+    seed_text,
+    stream,
+)
+
+from workers.analyzers import analyze  # noqa: E402
+from workers.compare import compare  # noqa: E402
+from workers.events import EventTable, make_dev  # noqa: E402
+from workers.report import iostat_table, render_report  # noqa: E402
+
+
+def _seed000_side(gaps: list[int]) -> dict:
+    return analyze(stream(sectors_from_gaps(gaps), 128))
+
+
+def test_report_has_seed000_histograms_before_and_after() -> None:
+    """The report carries the seed's seek blocks before and after, line for line."""
+    before_gaps = ([0] * 25079 + [64] * 12540 + [128] * 2508 + [512] * 10032 + [1024] * 5016)
+    after_gaps = [0] * 21483 + [64] * 7161
+    cmp = compare([_seed000_side(before_gaps)], [_seed000_side(after_gaps)])
+    text = render_report(cmp, title="block: place split bios at the head")
+    lines = fold(text)
+    seed = seed_seek_blocks(seed_text("000_bd92b2ca435366b4.txt"))
+    for block in seed:
+        i = lines.index(block[1])  # "cnt N, zero cnt Z"
+        assert lines[i - 1: i - 1 + len(block)] == block
+    assert lines[0] == "block: place split bios at the head"
+    assert text.index("Before this patch:") < text.index("cnt 55175") < text.index(
+        "After this patch:") < text.index("cnt 28644")
+    assert "zero-seek share" in text and "single run" in text
+
+
+def test_iostat_table_rows_groups_and_columns() -> None:
+    """Device rows then the sd* mean row; write columns only when there are writes."""
+    rows = {"8,0": {"r/s": 10.0, "rMB/s": 1.0, "%util": 50.0},
+            "8,16": {"r/s": 30.0, "rMB/s": 3.0, "%util": 70.0}}
+    groups = [{"name": "sd*", "members": ["8,0", "8,16"],
+               "row": {"r/s": 20.0, "rMB/s": 2.0, "%util": 60.0}}]
+    text = iostat_table({"rows": rows, "groups": groups}, {"8,0": "sda", "8,16": "sdb"})
+    lines = fold(text)
+    assert lines[0].startswith("Device r/s rMB/s rrqm/s %rrqm r_await rareq-sz")
+    assert "w/s" not in lines[0] and lines[0].endswith("aqu-sz %util")
+    assert lines[1].startswith("sda 10.00 1.00") and lines[3].startswith("sd* 20.00 2.00")
+    assert lines[3].endswith("60.00")
+
+
+def test_report_check_reasons_and_two_devices() -> None:
+    """A throughput drop fails the check and the reason is printed; both disks appear."""
+    def side(us: int) -> dict:
+        a = requests([(i * 128, 128, "R", {"D": i * us * 1000, "C": i * us * 1000 + 1000})
+                      for i in range(50)])
+        b = requests([(i * 128, 128, "R", {"D": i * us * 1000, "C": i * us * 1000 + 1000})
+                      for i in range(50)], dev=make_dev(8, 16))
+        return analyze(EventTable.concat([a, b]).sorted_by_time())
+
+    cmp = compare([side(10)], [side(20)])
+    text = render_report(cmp)
+    assert "Check: FAIL" in text and "drops more than 10%" in text
+    assert "io seek for 8,0" in text and "io seek for 8,16" in text
+    assert "8,* " in text  # the mean row of the two member disks
