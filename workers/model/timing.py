@@ -1297,6 +1297,8 @@ def simulate_jobs(jobs: FioJobs, *, limits: QueueLimits,
     """
     if engine not in ("python", "numba"):
         raise ModelConfigError(f"engine={engine!r}: expected python | numba")
+    if limits.queue_depth <= 0 or (limits.has_elevator and limits.nr_requests <= 0):
+        raise ModelConfigError("queue_depth and nr_requests must be positive for a simulation")
     kwargs: dict[str, Any] = dict(limits=limits, device=device, policy=policy, wakeup=wakeup,
                                   preempt=preempt, costs=costs, dev=dev, name=name, comm=comm,
                                   emit_events=emit_events)

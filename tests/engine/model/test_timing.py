@@ -241,7 +241,12 @@ def test_numba_engine_gives_the_python_engines_events(rw: str, limits_kind: str,
     assert a.sequential_fraction == b.sequential_fraction
 
 
-def test_simulate_jobs_rejects_an_unknown_engine() -> None:
-    """engine must be python or numba."""
+def test_simulate_jobs_rejects_bad_configurations() -> None:
+    """Unknown engine, zero queue depth, a disk smaller than one I/O: ModelConfigError."""
     with pytest.raises(ModelConfigError):
         simulate_jobs(FioJobs(numjobs=1), limits=seed003_limits(), engine="gpu")
+    with pytest.raises(ModelConfigError):
+        simulate_jobs(FioJobs(numjobs=1), limits=seed003_limits().replace(queue_depth=0))
+    with pytest.raises(ModelConfigError):
+        simulate_jobs(FioJobs(numjobs=1), limits=seed003_limits(),
+                      device={"kind": "hdd", "capacity_sectors": 1000})
