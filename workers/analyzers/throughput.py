@@ -22,6 +22,7 @@ Reads are requests without the write or discard bit; discards get their own ``d`
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -87,7 +88,8 @@ def iostat_row(table: EventTable, dev: int, matcher: StageMatcher, interval_ns: 
     """One device's iostat -x-like row (see the module docstring for each column)."""
     on = table.dev == dev
     c_rows = np.flatnonzero(on & (table.action == ACT_COMPLETE) & (table.nr_sectors > 0))
-    secs = max(interval_ns, 1) / 1e9
+    # a zero-length interval (one event, or all at one instant) has no rate: report 0
+    secs = interval_ns / 1e9 if interval_ns > 0 else math.inf
     direction = _direction(table.rwbs[c_rows])
     sectors = table.nr_sectors[c_rows].astype(np.int64)
 
@@ -121,14 +123,14 @@ def iostat_row(table: EventTable, dev: int, matcher: StageMatcher, interval_ns: 
             m = int((mdir == code).sum())
             row[f"{letter}rqm/s"] = m / secs
             row[f"%{letter}rqm"] = 100.0 * m / (m + n) if (m + n) else 0.0
-    row["aqu-sz"] = float(wait_ns[has_start].sum() / max(interval_ns, 1))
+    row["aqu-sz"] = float(wait_ns[has_start].sum() / interval_ns) if interval_ns > 0 else 0.0
 
     # %util: union of [D, C) (or [Q, C) without D) intervals
     a = "D" if bool(np.any(on & (table.action == ACTION_CODES["D"]))) else "Q"
     ra, rb = matcher.pairs(a, "C")
     keep = table.dev[rb] == dev
     busy = union_length(table.time_ns[ra[keep]], table.time_ns[rb[keep]])
-    row["%util"] = min(100.0, 100.0 * busy / max(interval_ns, 1))
+    row["%util"] = min(100.0, 100.0 * busy / interval_ns) if interval_ns > 0 else 0.0
     row["ios"] = float(len(c_rows))
     row["matched_start"] = float(int(has_start.sum()))
     return {k: row[k] for k in (*IOSTAT_COLUMNS, "ios", "matched_start")}

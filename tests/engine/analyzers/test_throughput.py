@@ -102,3 +102,25 @@ def test_empty_and_discard_rows() -> None:
                                 nr_sectors=[64, 64])
     row = iostat_row(t, SDA, StageMatcher(t), 10)
     assert row["r/s"] == 0 and row["d/s"] > 0
+
+
+def test_single_request_and_zero_interval() -> None:
+    """One completed request: await is known; a zero-length interval gives rates of 0."""
+    t = requests([(0, 8, "R", {"G": 0, "D": 0, "C": 2 * MS})])
+    row = iostat_row(t, SDA, StageMatcher(t), 2 * MS)
+    assert row["r/s"] == pytest.approx(500.0) and row["r_await"] == pytest.approx(2.0)
+    assert row["%util"] == pytest.approx(100.0) and row["aqu-sz"] == pytest.approx(1.0)
+    only = requests([(0, 8, "R", {"C": 5})])
+    zero = iostat_row(only, SDA, StageMatcher(only), 0)
+    assert zero["r/s"] == 0.0 and zero["rMB/s"] == 0.0 and zero["aqu-sz"] == 0.0
+    res = analyze(only)
+    assert res["span_ns"] == 0 and res["devices"]["8,0"]["throughput"]["mb_per_s"] == 0.0
+
+
+def test_overlapping_requests_in_flight() -> None:
+    """Two requests in flight together: aqu-sz counts both, %util counts the union once."""
+    t = requests([(0, 8, "R", {"G": 0, "D": 0, "C": 4 * MS}),
+                  (100, 8, "R", {"G": 1 * MS, "D": 1 * MS, "C": 3 * MS})])
+    row = iostat_row(t, SDA, StageMatcher(t), 4 * MS)
+    assert row["aqu-sz"] == pytest.approx((4 + 2) / 4)
+    assert row["%util"] == pytest.approx(100.0)
