@@ -57,6 +57,9 @@ class UploadForm(forms.Form):
     policy = forms.CharField(max_length=300, required=False, label="Policy under test",
                              help_text="kernel-model.md section 7 names, e.g. "
                                        "split_remainder=head")
+    thresholds = forms.CharField(max_length=500, required=False, label="Check thresholds",
+                                 help_text="override the CI check's defaults, e.g. "
+                                           "throughput_drop_fail_pct=5,latency_rise_warn_pct=20")
     public = forms.BooleanField(required=False, initial=True,
                                 help_text="Anyone may read a public comparison without logging in.")
 

@@ -78,7 +78,17 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 def device_runs(runs: Sequence[Mapping[str, Any]], dev: str) -> list[dict[str, Any]]:
-    return [r["devices"][dev] for r in runs if dev in (r.get("devices") or {})]
+    """One device's results per run, plus the derived zero-seek share (as workers.compare)."""
+    out = []
+    for r in runs:
+        d = (r.get("devices") or {}).get(dev)
+        if d is None:
+            continue
+        seek = d.get("seek")
+        if isinstance(seek, Mapping) and seek.get("cnt"):
+            d = {**d, "seek": {**seek, "zero_share": 100.0 * seek.get("zero_cnt", 0) / seek["cnt"]}}
+        out.append(d)
+    return out
 
 
 def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, Any]:
@@ -179,8 +189,8 @@ def metric_row(metric: Metric, per_side: Mapping[str, Sequence[Mapping[str, Any]
     key, label, unit, scale, digits = metric
     vals = {}
     for s in SIDES:
-        vals[s] = _mean([(_num(_get(d, key)) or 0.0) * scale if _num(_get(d, key)) is not None
-                         else None for d in per_side.get(s, [])])
+        raw = [_num(_get(d, key)) for d in per_side.get(s, [])]
+        vals[s] = _mean([None if v is None else v * scale for v in raw])
     b, p = vals["baseline"], vals["patched"]
     delta = p - b if b is not None and p is not None else None
     pct = 100.0 * delta / abs(b) if delta is not None and b else None
@@ -214,11 +224,13 @@ FRAG_METRICS: tuple[Metric, ...] = (
     ("fragmentation.sandwiched_share", "Sandwiched share", "%", 100, 2),
     ("fragmentation.align_max.start_share", "Starts aligned to max_sectors", "%", 100, 1),
     ("fragmentation.splits_per_bio", "Splits per bio", "", 1, 2),
+    ("fragmentation.pieces_per_bio", "Pieces per bio", "", 1, 2),
     ("fragmentation.merged_share", "Merged share", "%", 100, 1),
 )
 SEEK_METRICS: tuple[Metric, ...] = (
     ("seek.cnt", "Seeks", "", 1, 0),
     ("seek.zero_cnt", "Zero seeks", "", 1, 0),
+    ("seek.zero_share", "Zero-seek share", "%", 1, 1),
     ("seek.mean_bytes", "Mean seek distance", "KB", 1 / 1024, 1),
     ("seek.median_bytes", "Median seek distance", "KB", 1 / 1024, 1),
     ("seek.btt.median_sectors", "btt \"median\" (quirk)", "sectors", 1, 0),
@@ -240,36 +252,30 @@ ORDERING_METRICS: tuple[Metric, ...] = (
 def verdict_index(compare: Mapping[str, Any] | None, dev: str) -> dict[str, dict[str, Any]]:
     """Per-metric verdicts of ``workers.compare.compare`` output for one device.
 
-    Accepts ``compare["devices"][dev]["metrics"]`` as a dict keyed by the metric path
-    (``"seek.zero_cnt"``) or a list of entries with a ``"metric"``/``"key"`` field, each
-    carrying ``verdict``, ``lkp`` (the range rule's verdict or text) and ``note``
-    (``"single run"`` / ``"needs more runs"``).
+    Keyed by the metric's path in the device results joined with dots
+    (``"throughput.mb_per_s"``): ``verdict`` (improved / regressed / no significant change /
+    changed / single run), ``lkp`` (lkp-tests' range rule: "changed", "unchanged" or "n/a
+    (< 3 runs)") and ``note`` ("needs more runs" when a side has fewer than 3).
     """
-    if not compare:
-        return {}
-    dev_block = _get(compare, "devices")
-    metrics: Any = None
-    if isinstance(dev_block, Mapping) and dev in dev_block:
-        metrics = dev_block[dev].get("metrics") if isinstance(dev_block[dev], Mapping) else None
-    if metrics is None and isinstance(compare.get("metrics"), list):
-        metrics = [m for m in compare["metrics"] if str(m.get("device", dev)) == dev]
     out: dict[str, dict[str, Any]] = {}
-    items: list[tuple[str, Any]]
-    if isinstance(metrics, Mapping):
-        items = [(str(k), v) for k, v in metrics.items()]
-    elif isinstance(metrics, list):
-        items = [(str(m.get("metric") or m.get("key") or m.get("path") or ""), m)
-                 for m in metrics if isinstance(m, Mapping)]
-    else:
-        items = []
-    for key, v in items:
-        if not isinstance(v, Mapping):
+    if not compare:
+        return out
+    for m in compare.get("metrics") or []:
+        if not isinstance(m, Mapping) or str(m.get("device")) != dev or not m.get("path"):
             continue
-        lkp = v.get("lkp")
+        lkp = m.get("lkp") or {}
         if isinstance(lkp, Mapping):
-            lkp = lkp.get("verdict") or lkp.get("text") or ""
-        note = v.get("note") or v.get("runs_note") or ""
-        out[key] = {"verdict": v.get("verdict") or "", "lkp": lkp or "", "note": note}
+            lkp_text = (("changed" if lkp.get("changed") else "unchanged")
+                        if lkp.get("applicable") else "n/a (< 3 runs)")
+        else:
+            lkp_text = str(lkp)
+        verdict = str(m.get("verdict") or "")
+        note = "needs more runs" if m.get("needs_more_runs") and verdict != "single run" else ""
+        p = m.get("p_value")
+        if p is not None and verdict not in ("single run", ""):
+            verdict = f"{verdict} (p={float(p):.2g})"
+        out[".".join(str(x) for x in m["path"])] = {"verdict": verdict, "lkp": lkp_text,
+                                                    "note": note}
     return out
 
 
@@ -482,9 +488,13 @@ def model_section(model: Mapping[str, Any] | None, dev: str,
     tables = [{"id": "model", "title": "Observed and predicted",
                "columns": ["", *(LABELS[s] for s in MODEL_SIDES)], "rows": rows}]
     fid = model.get("fidelity") or {}
-    fid_dev = fid.get(pdev) if isinstance(fid.get(pdev), Mapping) else fid
-    frows = [[k.replace("_", " "), _fmt_any(v)] for k, v in (fid_dev or {}).items()
-             if not isinstance(v, (Mapping, list))]
+    fid_dev = fid.get(dev) if isinstance(fid.get(dev), Mapping) else {}
+    labels = {"matched_in_order": "D requests matched in order",
+              "seek_l1": "seek histogram L1 (0 same, 2 disjoint)",
+              "size_l1": "size histogram L1 (0 same, 2 disjoint)",
+              "throughput_rel_err": "relative throughput error"}
+    frows = [[labels.get(k, k.replace("_", " ")), "–" if v is None else _fmt_any(v)]
+             for k, v in fid_dev.items() if not isinstance(v, (Mapping, list))]
     if frows:
         tables.append({"id": "fidelity",
                        "title": "Fidelity (predicted old policy vs observed baseline)",
@@ -526,6 +536,9 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
         seek_text: renders one run's seek JSON in the seed 000 layout.
     """
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    index: list[dict[str, Any]] = []
+    out[("index", "", "")] = {"section": "index", "devices": index,
+                              "sections": [{"id": i, "title": t} for i, t in SECTIONS]}
     bin_s = {s: (float(side_results[s][0].get("bin_ns") or 0) / 1e9 if side_results.get(s)
                  else 0.0) for s in SIDES}
     for dev in devices_of({s: list(v) for s, v in side_results.items()}):
@@ -537,6 +550,7 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
                                           - {""})) for s in SIDES}
         base = {"dev": dev, "name": name, "stage_note": stage_note,
                 "runs": {s: len(per_side[s]) for s in SIDES}}
+        index.append(dict(base))
         out[("fragmentation", dev, "")] = {**base, "section": "fragmentation",
                                            **fragmentation_section(per_side, verdicts)}
         out[("throughput", dev, "")] = {**base, "section": "throughput",

@@ -8,7 +8,14 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from reviewapp import constants as c
-from reviewapp.models import AnalysisJob, BundleResult, Comparison, TraceBundle
+from reviewapp.models import (
+    AnalysisJob,
+    BundleResult,
+    Comparison,
+    ComparisonChart,
+    ComparisonResult,
+    TraceBundle,
+)
 
 
 def comparison_list_for_user(user: Any) -> QuerySet[Comparison]:
@@ -86,10 +93,55 @@ def comparison_progress(comparison: Comparison) -> dict[str, Any]:
     from reviewapp.services.jobs import comparison_status_of
 
     status = comparison_status_of(comparison)
+    done = status in (c.COMPARISON_READY, c.COMPARISON_FAILED)
+    result = comparison_result(comparison)
+    step = None
+    if result is not None:
+        step = {"state": result.state, "progress": result.progress, "message": result.message,
+                "error": result.error}
     return {
         "comparison": comparison.pk,
         "status": status,
         "progress": round(total / len(jobs)) if jobs else 0,
         "jobs": jobs,
-        "done": status in (c.COMPARISON_READY, c.COMPARISON_FAILED),
+        "done": done,
+        # the comparison step (compare, check, model, charts) after every bundle is analyzed
+        "compare": step,
+        "complete": bool(done and (status == c.COMPARISON_FAILED or (
+            result is not None and result.state in c.JOB_FINAL_STATES))),
     }
+
+
+def comparison_result(comparison: Comparison, *, full: bool = False) -> ComparisonResult | None:
+    """The comparison step's row; without ``full`` only its state and verdict are loaded."""
+    qs = ComparisonResult.objects.filter(comparison=comparison)
+    if not full:
+        qs = qs.defer("compare", "model", "report", "inputs")
+    return qs.first()
+
+
+def chart_payload(*, comparison: Comparison, section: str, dev: str = "",
+                  stage: str = "") -> str | None:
+    """The stored JSON text of one section (first device when ``dev`` is empty)."""
+    qs = ComparisonChart.objects.filter(comparison=comparison, section=section)
+    if section == "index":
+        dev = ""
+    elif not dev:
+        devs = chart_index_devices(comparison)
+        if not devs:
+            return None
+        dev = devs[0]
+    return qs.filter(dev=dev, stage=stage).values_list("payload", flat=True).first()
+
+
+def chart_index(comparison: Comparison) -> dict[str, Any]:
+    """``{"devices": [{dev, name, stage_note, runs}], "sections": [...]}`` or {}."""
+    import json
+
+    text = ComparisonChart.objects.filter(comparison=comparison, section="index").values_list(
+        "payload", flat=True).first()
+    return json.loads(text) if text else {}
+
+
+def chart_index_devices(comparison: Comparison) -> list[str]:
+    return [d["dev"] for d in chart_index(comparison).get("devices", [])]

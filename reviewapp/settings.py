@@ -209,11 +209,12 @@ BLKREVIEW_MAX_UPLOAD_BYTES = int(float(os.environ.get("BLKREVIEW_MAX_UPLOAD_MB",
 BLKREVIEW_ANALYSIS_QUEUE = os.environ.get("BLKREVIEW_ANALYSIS_QUEUE", "analysis")
 
 # --- check verdict (issue 5) ----------------------------------------------------------------
-# Defaults of the pass/warn/fail check a CI bot reads from /api/v1/comparisons/<id>/check/;
-# each comparison may override any of them (Comparison.thresholds, form and API field
-# "thresholds"). Percentages are changes patched vs baseline (mean per run); a "fail" limit
-# beyond the "warn" one. Environment: BLKREVIEW_CHECK_<NAME upper-case>, e.g.
-# BLKREVIEW_CHECK_THROUGHPUT_DROP_FAIL_PCT=10. Passed to workers.compare.compare(thresholds=).
+# Defaults of the pass/warn/fail check a CI bot reads from /api/v1/comparisons/<id>/check/,
+# the fields of workers.compare.Thresholds (same defaults; a test keeps them in step). Each
+# comparison may override any of them (Comparison.thresholds; the upload form's and the API's
+# "thresholds" field). Percentages are changes of the patched mean vs the baseline mean.
+# Environment: BLKREVIEW_CHECK_<NAME upper-case>, e.g. BLKREVIEW_CHECK_THROUGHPUT_DROP_FAIL_PCT=5.
+# BLKREVIEW_CHECK_ALPHA is the significance level of Welch's t-test (not a threshold).
 
 
 def _check_float(name: str, default: float) -> float:
@@ -221,18 +222,23 @@ def _check_float(name: str, default: float) -> float:
 
 
 BLKREVIEW_CHECK_THRESHOLDS: dict[str, float] = {
-    # throughput (MB/s) may not drop more than this many percent
-    "throughput_drop_warn_pct": _check_float("throughput_drop_warn_pct", 5.0),
+    # a throughput metric (MB/s, IOPS) may not drop more than this many percent
+    "throughput_drop_warn_pct": _check_float("throughput_drop_warn_pct", 3.0),
     "throughput_drop_fail_pct": _check_float("throughput_drop_fail_pct", 10.0),
-    # p99 Q2C latency may not rise more than this many percent
+    # a latency metric (await, Q2C/D2C p50/p99) may not rise more than this many percent
     "latency_rise_warn_pct": _check_float("latency_rise_warn_pct", 10.0),
     "latency_rise_fail_pct": _check_float("latency_rise_fail_pct", 25.0),
-    # share of zero-distance seeks may not fall more than this many percentage points
-    "zero_seek_drop_warn_pts": _check_float("zero_seek_drop_warn_pts", 5.0),
-    "zero_seek_drop_fail_pts": _check_float("zero_seek_drop_fail_pts", 15.0),
-    # significance level of Welch's t-test
-    "alpha": _check_float("alpha", 0.05),
+    # an I/O-pattern metric (seek, sizes, fragmentation, ordering) worse by more than this warns
+    "pattern_worse_warn_pct": _check_float("pattern_worse_warn_pct", 20.0),
+    # 1: any statistically significant regression warns; 0: only the limits above count
+    "warn_on_regression": _check_float("warn_on_regression", 1.0),
+    # model fidelity: L1 of normalized seek/size histograms, relative MB/s error that warn
+    "fidelity_l1_warn": _check_float("fidelity_l1_warn", 0.3),
+    "fidelity_throughput_err_warn": _check_float("fidelity_throughput_err_warn", 0.25),
+    # metrics whose baseline and patched means are both below this are ignored (idle devices)
+    "min_value": _check_float("min_value", 1e-9),
 }
+BLKREVIEW_CHECK_ALPHA = _check_float("alpha", 0.05)
 
 # --- Celery -----------------------------------------------------------------------------
 # https://docs.celeryq.dev/en/stable/userguide/configuration.html

@@ -239,7 +239,7 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
         pred_new = replay(bios, stack, new)
         r_old = _jsonable(analyze(pred_old))
         r_new = _jsonable(analyze(pred_new))
-        fidelity = _fidelity(r_old, observed, device_map)
+        fidelity = _fidelity(r_old, observed, pred_old, table, device_map)
         return {
             "state": "ok", "policy_old": f"{old.name}: {old.to_spec()}",
             "policy_new": f"{new.name}: {new.to_spec()}", "knobs": knobs,
@@ -256,57 +256,70 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
         return {"state": "error", "error": f"{type(exc).__name__}: {exc}"}
 
 
-def _fidelity(predicted_old: dict[str, Any], observed: dict[str, Any],
-              device_map: dict[str, str]) -> dict[str, Any]:
-    """workers.compare's fidelity helper over predicted-old vs observed baseline."""
-    try:
-        from workers.compare import fidelity
-    except ImportError:
-        return {"error": "workers.compare.fidelity is not available"}
-    try:
-        if device_map:
-            # the prediction names its own devices: rename them to the observed ones
-            back = {v: k for k, v in device_map.items()}
-            predicted_old = {**predicted_old, "devices": {
-                back.get(k, k): v for k, v in (predicted_old.get("devices") or {}).items()}}
-        return _jsonable(fidelity(predicted_old, observed))
-    except Exception as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
+def _d_stream(table: Any, dev: int) -> list[tuple[int, int]]:
+    """(sector, nr_sectors) of the D events of ``dev`` in issue order."""
+    from workers.events import ACT_ISSUE
+
+    rows = np.flatnonzero((table.action == ACT_ISSUE) & (table.dev == dev))
+    return list(zip(table.sector[rows].tolist(), table.nr_sectors[rows].tolist()))
+
+
+def _fidelity(predicted_old: dict[str, Any], observed: dict[str, Any], pred_table: Any,
+              obs_table: Any, device_map: dict[str, str]) -> dict[str, Any]:
+    """``workers.compare.fidelity`` of predicted-old vs observed baseline, per device, with the
+    share of observed D requests the prediction issues in the same order."""
+    from workers.compare import fidelity, matched_in_order
+    from workers.events import parse_dev
+
+    back = {v: k for k, v in device_map.items()}
+    if back:
+        # the prediction names its own devices: call them by the observed names
+        predicted_old = {**predicted_old, "devices": {
+            back.get(k, k): v for k, v in (predicted_old.get("devices") or {}).items()}}
+    order: dict[str, float] = {}
+    for dev in observed.get("devices") or {}:
+        if dev not in (predicted_old.get("devices") or {}):
+            continue
+        obs = _d_stream(obs_table, parse_dev(dev))
+        if not obs:
+            continue
+        order[dev] = matched_in_order(obs, _d_stream(pred_table, parse_dev(device_map.get(dev, dev))))
+    return _jsonable(fidelity(predicted_old, observed, order=order))
 
 
 def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],
-             thresholds: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None,
-                                                  str]:
-    """``(compare output, check verdict, error)`` from workers.compare."""
-    try:
-        from workers.compare import compare
-    except ImportError:
-        return None, None, "workers.compare is not available"
-    out = _jsonable(compare(baseline, patched, thresholds=thresholds))
-    check = out.get("check") if isinstance(out, dict) else None
-    return out, (check if isinstance(check, dict) else None), ""
+             thresholds: dict[str, Any], alpha: float,
+             fidelity_result: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(compare output, check verdict)``; the verdict as the API serves it:
+    ``{"state": pass|warn|fail, "reasons": [...], "runs_note": ..., "thresholds": {...}}``."""
+    from workers.compare import compare
+
+    out = _jsonable(compare(baseline, patched, thresholds=thresholds, alpha=alpha,
+                            fidelity_result=fidelity_result or None))
+    check = dict(out.get("check") or {})
+    verdict = {"state": str(check.get("verdict") or "error"),
+               "reasons": [str(r) for r in check.get("reasons") or []],
+               "runs_note": check.get("runs_note"),
+               "thresholds": check.get("thresholds") or thresholds}
+    return out, verdict
 
 
-def _report(compare_out: dict[str, Any] | None, *, title: str) -> str:
-    if compare_out is None:
-        return ""
-    try:
-        from workers.report import render_report
-    except ImportError:
-        return ""
-    try:
-        return str(render_report(compare_out, title=title))
-    except TypeError:
-        return str(render_report(compare_out))
+def _report(compare_out: dict[str, Any], *, title: str) -> str:
+    from workers.report import render_report
+
+    return str(render_report(compare_out, title=title))
 
 
 def run_compare(result_id: int, *, task_id: str = "") -> str:
     """The comparison step of result ``result_id``; returns its final state.
 
-    Steps: load every run's results [5-15], ``workers.compare.compare`` + check verdict
-    [15-30], seek histograms of every stage from the stored EventTables [30-50], the model
-    panel [50-80], chart payloads and the report [80-95], store atomically [95-100].
+    Steps: load every run's results [5-15], seek histograms of every stage from the stored
+    EventTables [15-35], the model panel with its fidelity [35-70], ``workers.compare.compare``
+    + check verdict (fidelity included) [70-80], chart payloads and the report [80-95], store
+    results, charts and state atomically [95-100].
     """
+    from django.conf import settings
+
     from reviewapp import sections
     from reviewapp.charts import seek_text
     from reviewapp.models import BundleResult
@@ -325,16 +338,13 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
                               .select_related("bundle").order_by("bundle_id"))
         side_results = {side: [r.data for r in rs] for side, rs in rows.items()}
         thresholds = dict((result.inputs or {}).get("thresholds") or {})
-        svc.result_progress(result_id=result_id, progress=15, message="comparing runs")
-        compare_out, verdict, compare_error = _compare(
-            side_results.get("baseline", []), side_results.get("patched", []), thresholds)
-        if compare_error:
-            verdict = {"state": "error", "reasons": [compare_error], "thresholds": thresholds}
-        svc.result_progress(result_id=result_id, progress=30, message="seek at every stage")
+        if "warn_on_regression" in thresholds:
+            thresholds["warn_on_regression"] = bool(thresholds["warn_on_regression"])
+        svc.result_progress(result_id=result_id, progress=15, message="seek at every stage")
         tables = {side: [(_load_table(r.events_name), r.data) for r in rs if r.events_name]
                   for side, rs in rows.items()}
         by_stage = seek_by_stage(tables)
-        svc.result_progress(result_id=result_id, progress=50, message="model")
+        svc.result_progress(result_id=result_id, progress=35, message="model")
         model = None
         if tables.get("baseline"):
             base = rows["baseline"][0]
@@ -348,6 +358,11 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
                 stack_text=base.bundle.stack, workload=base.bundle.workload,
                 table=tables["baseline"][0][0], observed=base.data)
         del tables
+        svc.result_progress(result_id=result_id, progress=70, message="comparing runs")
+        fid = model.get("fidelity") if model and model.get("state") == "ok" else None
+        compare_out, verdict = _compare(
+            side_results.get("baseline", []), side_results.get("patched", []), thresholds,
+            float(settings.BLKREVIEW_CHECK_ALPHA), fid)
         svc.result_progress(result_id=result_id, progress=80, message="charts and report")
         payloads = sections.build_payloads(side_results, seek_by_stage=by_stage,
                                            compare=compare_out, model=model,

@@ -4,6 +4,7 @@ results, and adding runs to a side."""
 from __future__ import annotations
 
 from django.db.models import QuerySet
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -13,9 +14,20 @@ from rest_framework.views import APIView
 from reviewapp import constants as c
 from reviewapp.api.base import ErrorSerializer, UploadApiView, files_of
 from reviewapp.api.bundles import bundle_results_data
-from reviewapp.api.serializers import ComparisonOutput, ComparisonResultsOutput, absolute
-from reviewapp.models import Patch, TraceBundle
-from reviewapp.selectors import comparison_get_for_user, comparison_list_for_user, side_bundles
+from reviewapp.api.serializers import (
+    AnalysisOutput,
+    CheckOutput,
+    ComparisonOutput,
+    ComparisonResultsOutput,
+    absolute,
+)
+from reviewapp.models import ComparisonResult, Patch, TraceBundle
+from reviewapp.selectors import (
+    comparison_get_for_user,
+    comparison_list_for_user,
+    comparison_result,
+    side_bundles,
+)
 from reviewapp.services import UploadRejected
 from reviewapp.services.comparisons import (
     comparison_add_bundles,
@@ -24,6 +36,7 @@ from reviewapp.services.comparisons import (
 )
 from reviewapp.services.jobs import comparison_refresh_status
 from reviewapp.services.patches import patch_create
+from reviewapp.services.results import effective_thresholds
 
 
 class ComparisonCreateInput(serializers.Serializer):
@@ -34,6 +47,9 @@ class ComparisonCreateInput(serializers.Serializer):
     baseline = serializers.ListField(child=serializers.IntegerField(), min_length=1)
     patched = serializers.ListField(child=serializers.IntegerField(), min_length=1)
     policy = serializers.CharField(required=False, allow_blank=True, max_length=300)
+    thresholds = serializers.DictField(
+        child=serializers.FloatField(), required=False,
+        help_text="overrides of the check thresholds, e.g. {\"throughput_drop_fail_pct\": 5}")
     public = serializers.BooleanField(required=False, default=True)
 
 
@@ -50,6 +66,9 @@ class SubmissionInput(serializers.Serializer):
     limits = serializers.CharField(required=False, allow_blank=True)
     workload = serializers.CharField(required=False, allow_blank=True)
     policy = serializers.CharField(required=False, allow_blank=True, max_length=300)
+    thresholds = serializers.CharField(
+        required=False, allow_blank=True, max_length=500,
+        help_text="overrides of the check thresholds: name=value,... or a JSON object")
     public = serializers.BooleanField(required=False, default=True)
 
 
@@ -65,6 +84,25 @@ def _bundles(ids: list[int], field: str) -> list[TraceBundle]:
         raise UploadRejected(f"{field}: no bundle with id {', '.join(map(str, missing))}",
                              field=field)
     return [found[i] for i in ids]
+
+
+def _thresholds(value: object) -> object:
+    """Multipart gives text: a JSON object or ``name=value,...`` (both accepted)."""
+    if isinstance(value, str) and value.strip().startswith("{"):
+        import json
+
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise UploadRejected("thresholds: not a JSON object", field="thresholds") from None
+    return value or None
+
+
+def _step(result: ComparisonResult | None) -> dict[str, object] | None:
+    if result is None:
+        return None
+    return {"state": result.state, "progress": result.progress, "message": result.message,
+            "error": result.error, "started": result.started, "finished": result.finished}
 
 
 def _flag(value: object, default: bool = True) -> bool:
@@ -98,7 +136,7 @@ class ComparisonListCreateApi(APIView):
                                  author=d.get("author", ""), user=request.user)
         comparison = comparison_create(patch=patch, baseline=baseline, patched=patched,
                                        policy=d.get("policy", ""), public=d.get("public", True),
-                                       user=request.user)
+                                       user=request.user, thresholds=d.get("thresholds"))
         return Response(ComparisonOutput(comparison, context={"request": request}).data,
                         status=201)
 
@@ -124,6 +162,7 @@ class SubmissionCreateApi(UploadApiView):
             baseline_kernel=d.get("baseline_kernel", ""), patched_kernel=d.get("patched_kernel", ""),
             stack=d.get("stack", ""), limits=d.get("limits", ""), workload=d.get("workload", ""),
             policy=d.get("policy", ""), public=_flag(d.get("public")), user=request.user,
+            thresholds=_thresholds(d.get("thresholds")),
         )
         return Response(ComparisonOutput(comparison, context={"request": request}).data,
                         status=201)
@@ -166,3 +205,56 @@ class ComparisonAddBundlesApi(APIView):
         comparison_add_bundles(comparison=comparison, side=ser.validated_data["side"],
                                bundles=bundles)
         return Response(ComparisonOutput(comparison, context={"request": request}).data)
+
+
+class ComparisonCheckApi(APIView):
+    """The CI check verdict: pass / warn / fail with reasons (pending until computed)."""
+
+    @extend_schema(operation_id="comparison_check",
+                   responses={200: CheckOutput, 404: ErrorSerializer})
+    def get(self, request: Request, version: str, pk: int) -> Response:
+        comparison = comparison_get_for_user(pk=pk, user=request.user)
+        comparison_refresh_status(comparison=comparison)
+        result = comparison_result(comparison)
+        verdict = result.verdict if result is not None else None
+        if comparison.status == c.COMPARISON_FAILED:
+            state, reasons = "error", ["the analysis of a bundle failed; see the jobs"]
+        elif result is None or not result.is_final:
+            state, reasons = "pending", []
+        elif result.state == c.JOB_STATE_FAILED:
+            state, reasons = "error", [result.error or "the comparison step failed"]
+        elif isinstance(verdict, dict):
+            state = str(verdict.get("state") or "error")
+            if state not in ("pass", "warn", "fail", "error"):
+                state = "error"
+            reasons = [str(r) for r in verdict.get("reasons") or []]
+        else:
+            state, reasons = "error", ["no check verdict was computed"]
+        return Response(CheckOutput({
+            "comparison": comparison.pk, "status": comparison.status, "state": state,
+            "reasons": reasons,
+            "thresholds": (verdict or {}).get("thresholds") or effective_thresholds(comparison),
+            "verdict": verdict, "step": _step(result),
+            "url": absolute(request, comparison.get_absolute_url()),
+            "report_url": absolute(request, reverse("comparison-report", args=[comparison.pk])),
+        }).data)
+
+
+class ComparisonAnalysisApi(APIView):
+    """compare() output, the check verdict and the model panel of a comparison."""
+
+    @extend_schema(operation_id="comparison_analysis",
+                   responses={200: AnalysisOutput, 404: ErrorSerializer})
+    def get(self, request: Request, version: str, pk: int) -> Response:
+        comparison = comparison_get_for_user(pk=pk, user=request.user)
+        comparison_refresh_status(comparison=comparison)
+        result = comparison_result(comparison, full=True)
+        done = result is not None and result.state == c.JOB_STATE_SUCCEEDED
+        return Response(AnalysisOutput({
+            "comparison": comparison.pk, "status": comparison.status, "step": _step(result),
+            "compare": result.compare if done else None,
+            "check": result.verdict if done else None,
+            "model": result.model if done else None,
+            "report_url": absolute(request, reverse("comparison-report", args=[comparison.pk])),
+            "url": absolute(request, comparison.get_absolute_url()),
+        }).data)

@@ -91,8 +91,29 @@ class ComparisonOutput(serializers.ModelSerializer):
 
     class Meta:
         model = Comparison
-        fields = ["id", "status", "policy", "public", "patch", "baseline", "patched", "jobs",
-                  "created", "url", "api_url", "results_url"]
+        fields = ["id", "status", "policy", "thresholds", "public", "patch", "baseline",
+                  "patched", "jobs", "created", "url", "api_url", "results_url", "check_url",
+                  "analysis_url", "report_url"]
+
+    thresholds = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="this comparison's overrides of settings.BLKREVIEW_CHECK_THRESHOLDS")
+    check_url = serializers.SerializerMethodField(help_text="the CI check verdict")
+    analysis_url = serializers.SerializerMethodField(
+        help_text="compare + check + model panel results")
+    report_url = serializers.SerializerMethodField(help_text="the plain-text report")
+
+    def get_check_url(self, obj: Comparison) -> str:
+        return absolute(self.context.get("request"),
+                        reverse("api-comparison-check", kwargs={"version": "v1", "pk": obj.pk}))
+
+    def get_analysis_url(self, obj: Comparison) -> str:
+        return absolute(self.context.get("request"),
+                        reverse("api-comparison-analysis", kwargs={"version": "v1", "pk": obj.pk}))
+
+    def get_report_url(self, obj: Comparison) -> str:
+        return absolute(self.context.get("request"),
+                        reverse("comparison-report", kwargs={"pk": obj.pk}))
 
     def get_baseline(self, obj: Comparison) -> list[int]:
         return list(obj.baseline_bundles.order_by("pk").values_list("pk", flat=True))
@@ -135,3 +156,45 @@ class ComparisonResultsOutput(serializers.Serializer):
     url = serializers.CharField()
     baseline = BundleResultsOutput(many=True)
     patched = BundleResultsOutput(many=True)
+
+
+class CompareStepOutput(serializers.Serializer):
+    """The comparison step's life (queued / running / succeeded / failed)."""
+
+    state = serializers.ChoiceField(choices=["queued", "running", "succeeded", "failed"])
+    progress = serializers.IntegerField(min_value=0, max_value=100)
+    message = serializers.CharField(allow_blank=True)
+    error = serializers.CharField(allow_blank=True)
+    started = serializers.DateTimeField(allow_null=True)
+    finished = serializers.DateTimeField(allow_null=True)
+
+
+class CheckOutput(serializers.Serializer):
+    """The CI check: pass / warn / fail with reasons; pending until the step has run."""
+
+    comparison = serializers.IntegerField()
+    status = serializers.CharField(help_text="the comparison's status (bundles analyzed)")
+    state = serializers.ChoiceField(
+        choices=["pass", "warn", "fail", "pending", "error"],
+        help_text="pending: not computed yet; error: the comparison could not be computed")
+    reasons = serializers.ListField(child=serializers.CharField())
+    thresholds = serializers.DictField(child=serializers.FloatField(),
+                                       help_text="the thresholds the verdict used")
+    verdict = NullableObjectField(help_text="the check as workers.compare returned it")
+    step = CompareStepOutput(allow_null=True)
+    url = serializers.CharField(help_text="the comparison page")
+    report_url = serializers.CharField()
+
+
+class AnalysisOutput(serializers.Serializer):
+    """compare() output, check verdict and model panel of a comparison."""
+
+    comparison = serializers.IntegerField()
+    status = serializers.CharField()
+    step = CompareStepOutput(allow_null=True)
+    compare = NullableObjectField(help_text="workers.compare.compare output (docs/analyzers.md)")
+    check = NullableObjectField(help_text="{state, reasons, thresholds}")
+    model = NullableObjectField(
+        help_text="model panel: state ok|error, policies, predicted_old/new results, fidelity")
+    report_url = serializers.CharField()
+    url = serializers.CharField()

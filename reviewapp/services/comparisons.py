@@ -38,16 +38,23 @@ def clean_policy(policy: str) -> str:
 
 def comparison_create(*, patch: Patch, baseline: Sequence[TraceBundle],
                       patched: Sequence[TraceBundle], policy: str = "", public: bool = True,
-                      user: Any = None) -> Comparison:
-    """A comparison of ``baseline`` runs against ``patched`` runs; queues missing analyses."""
+                      user: Any = None, thresholds: Any = None) -> Comparison:
+    """A comparison of ``baseline`` runs against ``patched`` runs; queues missing analyses.
+
+    ``thresholds`` overrides settings.BLKREVIEW_CHECK_THRESHOLDS for this comparison's check
+    (a dict or ``"name=value,..."``).
+    """
+    from reviewapp.services.results import clean_thresholds
+
     if not baseline:
         raise UploadRejected("baseline: at least one bundle is required", field="baseline")
     if not patched:
         raise UploadRejected("patched: at least one bundle is required", field="patched")
     policy = clean_policy(policy)
+    limits = clean_thresholds(thresholds)
     with transaction.atomic():
         comparison = Comparison.objects.create(
-            patch=patch, policy=policy, public=public,
+            patch=patch, policy=policy, public=public, thresholds=limits,
             created_by=user if getattr(user, "is_authenticated", False) else None,
         )
         comparison.baseline_bundles.set(baseline)
@@ -80,7 +87,8 @@ def submission_create(*, title: str = "", version: str = "", author: str = "",
                       patched_files: Sequence[Any], baseline_kernel: str = "",
                       patched_kernel: str = "", stack: str = "", limits: str = "",
                       workload: str = "", policy: str = "", public: bool = True,
-                      user: Any = None) -> tuple[Comparison, dict[str, tuple[TraceBundle, bool]]]:
+                      user: Any = None, thresholds: Any = None,
+                      ) -> tuple[Comparison, dict[str, tuple[TraceBundle, bool]]]:
     """Patch + one bundle per side + the comparison, in one go (the form and /submissions/).
 
     Everything is validated before anything is stored: metadata and both sides' files.
@@ -94,6 +102,9 @@ def submission_create(*, title: str = "", version: str = "", author: str = "",
         raise UploadRejected("a patch title is required (or a patch mail to take it from)",
                              field="title")
     policy = clean_policy(policy)
+    from reviewapp.services.results import clean_thresholds
+
+    clean_thresholds(thresholds)  # reject bad thresholds before storing any file
     bundle_validate(files=baseline_files, side_label="baseline")
     bundle_validate(files=patched_files, side_label="patched")
     with transaction.atomic():
@@ -110,5 +121,6 @@ def submission_create(*, title: str = "", version: str = "", author: str = "",
         comparison = comparison_create(
             patch=patch, baseline=[bundles[c.ROLE_BASELINE][0]],
             patched=[bundles[c.ROLE_PATCHED][0]], policy=policy, public=public, user=user,
+            thresholds=thresholds,
         )
     return comparison, bundles

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp import charts
+from reviewapp import constants as c
+from reviewapp import sections as sec
 from reviewapp.forms import AddRunsForm, CommentForm, UploadForm
 from reviewapp.selectors import (
+    chart_index,
+    chart_payload,
     comparison_get_for_user,
     comparison_jobs,
     comparison_progress,
+    comparison_result,
     side_bundles,
     side_results,
 )
@@ -23,7 +28,7 @@ from reviewapp.services.comparisons import comparison_add_bundles, submission_cr
 from reviewapp.services.threads import comment_create
 
 FIELD_OF = {"baseline": "baseline_files", "patched": "patched_files", "mbox": "mbox",
-            "title": "title", "policy": "policy"}
+            "title": "title", "policy": "policy", "thresholds": "thresholds"}
 
 
 @login_required
@@ -41,6 +46,7 @@ def upload(request: HttpRequest) -> HttpResponse:
                     patched_kernel=d["patched_kernel"], stack=d["stack"], limits=d["limits"],
                     workload=d["workload"],
                     policy=d["policy"], public=d["public"], user=request.user,
+                    thresholds=d.get("thresholds") or None,
                 )
             except ServiceError as exc:
                 form.add_error(FIELD_OF.get(exc.field or "", None), exc.message)
@@ -54,10 +60,18 @@ def upload(request: HttpRequest) -> HttpResponse:
 
 
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """Baseline vs patched side by side; readable without login when public."""
+    """Baseline vs patched side by side; readable without login when public.
+
+    Once the comparison step has run, the page is a frame: the check verdict, the report
+    buttons, a device selector and one lazy section per analysis whose chart data is fetched
+    from :func:`section` when it scrolls into view, so the HTML stays small and never loads
+    results JSON. Before that, the observed histograms are drawn inline (issue 2's page).
+    """
     comparison = comparison_get_for_user(pk=pk, user=request.user)
-    results = side_results(comparison)
-    devices = charts.comparison_view_model(results)
+    result = comparison_result(comparison)
+    lazy = result is not None and result.state == c.JOB_STATE_SUCCEEDED
+    index = chart_index(comparison) if lazy else {}
+    devices = [] if lazy else charts.comparison_view_model(side_results(comparison))
     figures = {f"{d.dev}|{key}": fig for d in devices for key, fig in d.figures.items()}
     thread = comparison.threads.order_by("created", "pk").first()
     comments = list(thread.comments.select_related("author")) if thread else []
@@ -72,7 +86,51 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
         "comments": comments,
         "comment_form": CommentForm(),
         "add_runs_form": AddRunsForm(),
+        "result": result,
+        "lazy": lazy,
+        "index_devices": index.get("devices", []),
+        "sections": sec.SECTIONS,
     })
+
+
+@require_GET
+def section(request: HttpRequest, pk: int, section: str) -> HttpResponse:
+    """One section's precomputed chart data (``?dev=8,0&stage=D``), served as stored.
+
+    202 with ``{"pending": true}`` while the comparison step has not finished; 404 for an
+    unknown section, device or stage.
+    """
+    comparison = comparison_get_for_user(pk=pk, user=request.user)
+    if section not in sec.SECTION_IDS and section != "index":
+        return JsonResponse({"error": f"unknown section {section!r}"}, status=404)
+    stage = request.GET.get("stage", "").upper()
+    if stage and (section != "seek" or stage not in sec.STAGES):
+        return JsonResponse({"error": f"no stage {stage!r} for section {section}"}, status=404)
+    payload = chart_payload(comparison=comparison, section=section,
+                            dev=request.GET.get("dev", ""), stage=stage)
+    if payload is None:
+        result = comparison_result(comparison)
+        if result is None or result.state != c.JOB_STATE_SUCCEEDED:
+            return JsonResponse({"pending": True,
+                                 "state": result.state if result else "pending"}, status=202)
+        return JsonResponse({"error": "no such device or stage in this comparison"}, status=404)
+    response = HttpResponse(payload, content_type="application/json")
+    response["Cache-Control"] = "private, max-age=60"
+    return response
+
+
+@require_GET
+def report(request: HttpRequest, pk: int) -> HttpResponse:
+    """The plain-text report (workers.report.render_report), ready to paste into a mail."""
+    comparison = comparison_get_for_user(pk=pk, user=request.user)
+    result = comparison_result(comparison, full=True)
+    if result is None or result.state != c.JOB_STATE_SUCCEEDED or not result.report:
+        raise Http404("the report is not ready")
+    response = HttpResponse(result.report, content_type="text/plain; charset=utf-8")
+    inline = request.GET.get("inline") == "1"
+    response["Content-Disposition"] = (
+        f'{"inline" if inline else "attachment"}; filename="blkreview-comparison-{pk}.txt"')
+    return response
 
 
 @require_GET

@@ -1,7 +1,16 @@
-/* Comparison page: draw the plotly figures computed server-side (reviewapp/charts.py) and
-   poll the progress JSON while the analysis runs; reload once it is done. */
+/* Comparison page.
+   - Before the comparison step: draw the inline plotly figures (reviewapp/charts.py) and poll
+     the progress JSON; reload when the observed results or the comparison step are done.
+   - After it: lazy sections. Each .lazy-section fetches its precomputed JSON
+     (reviewapp/sections.py, stored by the worker) when it scrolls into view, for the device of
+     #device-select (and, for seek, the stage of #stage-select), and draws its charts side by
+     side with plotly (served from the app's static files), its tables and its texts.
+   - The report: download link, and a copy button that puts the text in the clipboard (or
+     shows it for manual copying when the clipboard is not available). */
 (function () {
   "use strict";
+  var PLOT_CONFIG = {displaylogo: false, responsive: true};
+
   function drawFigures() {
     var node = document.getElementById("figures-data");
     if (!node || typeof Plotly === "undefined") { return; }
@@ -9,7 +18,7 @@
     document.querySelectorAll(".plot[data-figure]").forEach(function (el) {
       var fig = figures[el.dataset.figure];
       if (!fig) { el.classList.add("empty"); el.textContent = "no data on this side"; return; }
-      Plotly.newPlot(el, fig.data, fig.layout, {displaylogo: false, responsive: true})
+      Plotly.newPlot(el, fig.data, fig.layout, PLOT_CONFIG)
         .then(function () { el.dataset.rendered = "1"; });
     });
   }
@@ -36,7 +45,7 @@
 
   function poll() {
     var box = document.getElementById("status");
-    if (!box || box.dataset.done === "1") { return; }
+    if (!box || box.dataset.complete === "1") { return; }
     fetch(box.dataset.progressUrl, {headers: {"Accept": "application/json"}})
       .then(function (r) { return r.json(); })
       .then(function (p) {
@@ -45,9 +54,13 @@
         document.getElementById("status-pct").textContent = p.progress + "%";
         box.className = "status-box status-" + p.status;
         renderJobs(document.getElementById("job-list"), p.jobs);
-        if (p.done) {
+        if (p.complete) {
+          box.dataset.complete = "1";
+          window.location.reload();
+        } else if (p.done && box.dataset.done === "0") {
           box.dataset.done = "1";
           if (p.status === "ready") { window.location.reload(); }
+          window.setTimeout(poll, 1000);
         } else {
           window.setTimeout(poll, 1000);
         }
@@ -55,8 +68,220 @@
       .catch(function () { window.setTimeout(poll, 3000); });
   }
 
+  /* --- lazy sections ------------------------------------------------------------------ */
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined && text !== null) { e.textContent = text; }
+    return e;
+  }
+
+  function currentDevice() {
+    var sel = document.getElementById("device-select");
+    return sel ? sel.value : "";
+  }
+
+  function sectionUrl(section) {
+    var params = new URLSearchParams();
+    var dev = currentDevice();
+    if (dev) { params.set("dev", dev); }
+    if (section.dataset.section === "seek") {
+      var st = document.getElementById("stage-select");
+      if (st && st.value) { params.set("stage", st.value); }
+    }
+    return section.dataset.url + "?" + params.toString();
+  }
+
+  function renderTable(t) {
+    var wrap = el("div", "table-wrap");
+    wrap.appendChild(el("h4", null, t.title));
+    var table = el("table", "numbers section-table");
+    table.dataset.table = t.id;
+    var thead = el("thead"), tr = el("tr");
+    t.columns.forEach(function (c) { tr.appendChild(el("th", null, c)); });
+    thead.appendChild(tr);
+    table.appendChild(thead);
+    var tbody = el("tbody");
+    t.rows.forEach(function (row) {
+      var r = el("tr");
+      row.forEach(function (cell, i) {
+        var td = el(i === 0 ? "th" : "td", null, cell === null ? "–" : String(cell));
+        if (t.columns[i] === "Verdict" && cell) {
+          td.className = "verdict verdict-" + String(cell).split(" ")[0].replace(/[^a-z]/gi, "");
+        }
+        r.appendChild(td);
+      });
+      tbody.appendChild(r);
+    });
+    table.appendChild(tbody);
+    wrap.appendChild(table);
+    return wrap;
+  }
+
+  function renderSection(section, data) {
+    var body = section.querySelector(".section-body");
+    body.innerHTML = "";
+    section.dataset.dev = data.dev || "";
+    section.dataset.stage = data.stage || "";
+    if (data.section === "seek") { fillStages(data); }
+    if (data.stage_note) {
+      body.appendChild(el("p", "small stage-note", "Baseline: " + (data.stage_note.baseline || "no events") +
+        " · patched: " + (data.stage_note.patched || "no events")));
+    }
+    if (data.error) { body.appendChild(el("p", "model-error job-error", data.error)); }
+    (data.notes || []).forEach(function (n) { body.appendChild(el("p", "small note", n)); });
+    var pending = [];
+    (data.charts || []).forEach(function (chart) {
+      var row = el("div", "sides charts n" + chart.panels.length);
+      row.dataset.chart = chart.id;
+      chart.panels.forEach(function (panel) {
+        var side = el("div", "side " + panel.side);
+        var plot = el("div", "plot");
+        plot.dataset.chart = chart.id;
+        plot.dataset.side = panel.side;
+        side.appendChild(plot);
+        row.appendChild(side);
+        pending.push([plot, panel.figure]);
+      });
+      body.appendChild(row);
+    });
+    (data.tables || []).forEach(function (t) { body.appendChild(renderTable(t)); });
+    if (data.text && Object.keys(data.text).length) {
+      var det = el("details", "section-text");
+      det.appendChild(el("summary", null, data.section === "seek" ?
+        "As text (seed 000 layout)" : "First requests in issue order"));
+      var sides = el("div", "sides");
+      ["baseline", "patched"].forEach(function (s) {
+        if (data.text[s] === undefined) { return; }
+        var d = el("div", "side " + s);
+        d.appendChild(el("pre", null, data.text[s]));
+        sides.appendChild(d);
+      });
+      det.appendChild(sides);
+      body.appendChild(det);
+    }
+    if (!pending.length && !(data.tables || []).length && !(data.notes || []).length) {
+      body.appendChild(el("p", "small", "No data for this device."));
+    }
+    var draws = pending.map(function (p) {
+      return Plotly.newPlot(p[0], p[1].data, p[1].layout, PLOT_CONFIG)
+        .then(function () { p[0].dataset.rendered = "1"; });
+    });
+    return Promise.all(draws).then(function () {
+      section.dataset.loaded = currentDevice() + "|" + (data.stage || "");
+      section.dataset.state = "loaded";
+    });
+  }
+
+  function fillStages(data) {
+    var sel = document.getElementById("stage-select");
+    if (!sel) { return; }
+    var wanted = data.stage || data.default_stage;
+    var have = Array.prototype.map.call(sel.options, function (o) { return o.value; }).join(",");
+    if (have !== (data.stages || []).join(",")) {
+      sel.innerHTML = "";
+      (data.stages || []).forEach(function (st) {
+        var o = el("option", null, st + (st === data.default_stage ? " (default)" : ""));
+        o.value = st;
+        sel.appendChild(o);
+      });
+    }
+    sel.value = wanted;
+  }
+
+  function loadSection(section) {
+    var url = sectionUrl(section);
+    if (section.dataset.url_loading === url) { return; }
+    section.dataset.url_loading = url;
+    section.dataset.state = "loading";
+    fetch(url, {headers: {"Accept": "application/json"}, credentials: "same-origin"})
+      .then(function (r) {
+        if (r.status === 202) { throw new Error("not computed yet"); }
+        if (!r.ok) { return r.json().then(function (j) { throw new Error(j.error || r.status); }); }
+        return r.json();
+      })
+      .then(function (data) { return renderSection(section, data); })
+      .catch(function (err) {
+        section.dataset.state = "error";
+        var body = section.querySelector(".section-body");
+        body.innerHTML = "";
+        body.appendChild(el("p", "job-error", "Could not load this section: " + err.message));
+      })
+      .then(function () { section.dataset.url_loading = ""; });
+  }
+
+  function visible(section) {
+    var r = section.getBoundingClientRect();
+    return r.top < window.innerHeight + 200 && r.bottom > -200;
+  }
+
+  function setupLazy() {
+    var sections = document.querySelectorAll(".lazy-section");
+    if (!sections.length) { return; }
+    var observer = null;
+    if ("IntersectionObserver" in window) {
+      observer = new IntersectionObserver(function (entries) {
+        entries.forEach(function (e) {
+          if (e.isIntersecting && e.target.dataset.state !== "loaded") { loadSection(e.target); }
+        });
+      }, {rootMargin: "200px"});
+      sections.forEach(function (s) { observer.observe(s); });
+    } else {
+      sections.forEach(loadSection);
+    }
+    var dev = document.getElementById("device-select");
+    if (dev) {
+      dev.addEventListener("change", function () {
+        var stage = document.getElementById("stage-select");
+        if (stage) { stage.value = ""; stage.innerHTML = ""; }
+        sections.forEach(function (s) {
+          s.dataset.state = "stale";
+          if (visible(s)) { loadSection(s); }
+        });
+      });
+    }
+    var stage = document.getElementById("stage-select");
+    if (stage) {
+      stage.addEventListener("change", function () {
+        loadSection(document.getElementById("section-seek"));
+      });
+    }
+    // open a section from the address bar (#section-latency) or by clicking its heading
+    sections.forEach(function (s) {
+      s.querySelector("h2").addEventListener("click", function () { loadSection(s); });
+    });
+  }
+
+  function setupReport() {
+    var btn = document.getElementById("report-copy");
+    if (!btn) { return; }
+    btn.addEventListener("click", function () {
+      var status = document.getElementById("report-status");
+      var pre = document.getElementById("report-text");
+      fetch(btn.dataset.url, {credentials: "same-origin"})
+        .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.text(); })
+        .then(function (text) {
+          pre.textContent = text;
+          var done = function () { status.textContent = "Copied to the clipboard."; btn.dataset.copied = "1"; };
+          var show = function () {
+            pre.hidden = false;
+            status.textContent = "The clipboard is not available here: the report is shown below.";
+            btn.dataset.copied = "shown";
+          };
+          if (navigator.clipboard && navigator.clipboard.writeText) {
+            return navigator.clipboard.writeText(text).then(done, show);
+          }
+          show();
+        })
+        .catch(function (err) { status.textContent = "Could not fetch the report: " + err.message; });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     drawFigures();
+    setupLazy();
+    setupReport();
     poll();
   });
 }());

@@ -6,7 +6,19 @@ import json
 
 import pytest
 
+from django.conf import settings
+from django.db import transaction
+
 from reviewapp.models import ComparisonChart, ComparisonResult
+from reviewapp.services import UploadRejected
+from reviewapp.services.results import (
+    clean_thresholds,
+    comparison_result_ensure,
+    comparison_thresholds_set,
+    effective_thresholds,
+)
+from tests.conftest import finish_comparison, model_capture
+from workers.compare import Thresholds
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +29,8 @@ def test_finished_comparison_has_charts_for_every_section(finished_comparison):
     assert result.state == "succeeded", result.error
     sections = set(ComparisonChart.objects.filter(comparison=finished_comparison)
                    .values_list("section", flat=True))
-    assert sections == {"fragmentation", "seek", "throughput", "latency", "ordering", "model"}
+    assert sections == {"index", "fragmentation", "seek", "throughput", "latency", "ordering",
+                        "model"}
     chart = ComparisonChart.objects.get(comparison=finished_comparison, section="seek",
                                         dev="254,0", stage="")
     data = json.loads(chart.payload)
@@ -25,3 +38,112 @@ def test_finished_comparison_has_charts_for_every_section(finished_comparison):
     assert "Q" in data["stages"] and "D" in data["stages"]
     panels = data["charts"][0]["panels"]
     assert [p["side"] for p in panels] == ["baseline", "patched"]
+
+
+def test_compare_check_and_report_are_stored(finished_comparison):
+    """compare() output, the check verdict (pass/warn/fail + reasons) and the report text."""
+    result = ComparisonResult.objects.get(comparison=finished_comparison)
+    assert result.compare["runs"] == {"baseline": 1, "patched": 1}
+    assert result.compare["runs_note"] == "single run"
+    assert result.verdict["state"] in ("pass", "warn", "fail")
+    assert result.verdict["state"] == result.compare["check"]["verdict"]
+    assert result.verdict["reasons"] == result.compare["check"]["reasons"]
+    assert result.verdict["thresholds"]["throughput_drop_fail_pct"] == 10.0
+    assert "Before this patch:" in result.report and "After this patch:" in result.report
+    assert "Read|Write seek" in result.report
+
+
+def test_model_panel_replays_baseline_with_old_and_new_policy(finished_comparison):
+    """6.1 preset vs 7.2 preset + split_remainder=head, predictions analyzed, fidelity per disk."""
+    model = ComparisonResult.objects.get(comparison=finished_comparison).model
+    assert model["state"] == "ok", model.get("error")
+    assert model["kernel_old"].startswith("6.1") and model["kernel_new"].startswith("7.2")
+    assert "split_remainder=tail" in model["policy_old"]
+    assert "split_remainder=head" in model["policy_new"]
+    assert model["top"] == "9,0" and model["bios"] == 100
+    pred = model["predicted_old"]["devices"]["254,0"]
+    assert pred["sizes"]["count"] > 0 and "lba" not in pred
+    fid = model["fidelity"]["254,0"]
+    # the 6.1 capture is reproduced exactly by the model (docs/model.md): every D in order
+    assert fid["matched_in_order"] == 1.0
+    assert fid["size_l1"] == 0.0
+    # fidelity also reaches the comparison (and its check)
+    compare = ComparisonResult.objects.get(comparison=finished_comparison).compare
+    assert compare["fidelity"]["254,0"]["matched_in_order"] == 1.0
+
+
+def test_model_failure_does_not_fail_the_comparison(db, user):
+    """An unknown baseline kernel: the model panel stores a readable error, the rest succeeds."""
+    from reviewapp.models import TraceBundle
+    from reviewapp.services.comparisons import submission_create
+
+    comparison, bundles = submission_create(
+        title="t", baseline_files=model_capture("6.1_W1b"), patched_files=model_capture("7.2_W1b"),
+        policy="split_remainder=bogus", user=user)
+    comparison = finish_comparison(comparison)
+    result = ComparisonResult.objects.get(comparison=comparison)
+    assert result.state == "succeeded", result.error
+    assert result.model["state"] == "error"
+    assert "split_remainder" in result.model["error"]
+    assert result.verdict["state"] in ("pass", "warn", "fail")
+    assert TraceBundle.objects.filter(parse_status="parsed").count() == 2
+    payload = json.loads(ComparisonChart.objects.get(comparison=comparison, section="model",
+                                                     dev="254,0").payload)
+    assert "split_remainder" in payload["error"]
+
+
+def test_no_policy_no_kernel_means_no_model_run(db, user, make_upload, seed000_before,
+                                               seed000_after):
+    """Without a policy under test and kernels, the model panel is absent (None), not an error."""
+    from reviewapp.services.comparisons import submission_create
+
+    comparison, _ = submission_create(title="t", user=user,
+                                      baseline_files=[make_upload("b.txt", seed000_before)],
+                                      patched_files=[make_upload("a.txt", seed000_after)])
+    comparison = finish_comparison(comparison)
+    result = ComparisonResult.objects.get(comparison=comparison)
+    assert result.state == "succeeded" and result.model is None
+    seek = json.loads(ComparisonChart.objects.get(comparison=comparison, section="seek",
+                                                  dev="8,0", stage="").payload)
+    base = dict(zip(seek["charts"][0]["panels"][0]["figure"]["data"][0]["x"],
+                    seek["charts"][0]["panels"][0]["figure"]["data"][0]["y"]))
+    assert base["256..512"] == 2 and sum(base.values()) == 6  # the hand-computed seed 000 lines
+
+
+def test_settings_thresholds_are_the_engines_fields():
+    """settings.BLKREVIEW_CHECK_THRESHOLDS has exactly workers.compare.Thresholds' fields and
+    defaults, so every override is accepted by the engine."""
+    engine = Thresholds().to_json()
+    assert set(settings.BLKREVIEW_CHECK_THRESHOLDS) == set(engine)
+    for k, v in engine.items():
+        assert float(settings.BLKREVIEW_CHECK_THRESHOLDS[k]) == float(v), k
+
+
+def test_clean_thresholds_accepts_dict_and_text_rejects_unknown():
+    """Overrides as a dict or name=value text; unknown names and non-numbers are rejected."""
+    assert clean_thresholds("throughput_drop_fail_pct=5, min_value=0.5") == {
+        "throughput_drop_fail_pct": 5.0, "min_value": 0.5}
+    assert clean_thresholds({"latency_rise_warn_pct": "20"}) == {"latency_rise_warn_pct": 20.0}
+    with pytest.raises(UploadRejected, match="unknown name"):
+        clean_thresholds({"nope": 1})
+    with pytest.raises(UploadRejected, match="must be a number"):
+        clean_thresholds({"min_value": "x"})
+
+
+def test_thresholds_override_requeues_and_changes_the_verdict(finished_comparison):
+    """A per-comparison threshold override queues the step again and is used by the check."""
+    first = ComparisonResult.objects.get(comparison=finished_comparison)
+    with transaction.atomic():
+        comparison_thresholds_set(comparison=finished_comparison,
+                                  thresholds={"throughput_drop_warn_pct": 0.0,
+                                              "throughput_drop_fail_pct": 0.0})
+    assert effective_thresholds(finished_comparison)["throughput_drop_fail_pct"] == 0.0
+    again = ComparisonResult.objects.get(comparison=finished_comparison)
+    assert again.state == "queued" and again.celery_task_id != first.celery_task_id
+    finish_comparison(finished_comparison)
+    again.refresh_from_db()
+    assert again.verdict["thresholds"]["throughput_drop_fail_pct"] == 0.0
+    assert again.verdict["state"] == "fail"  # some throughput metric drops on some device
+    assert any("drops more than 0%" in r for r in again.verdict["reasons"])
+    # up to date: ensuring again queues nothing
+    assert comparison_result_ensure(comparison=finished_comparison) is None
