@@ -269,6 +269,11 @@ class BcacheResult:
         return self.write_mb_s * MB / MIB
 
 
+#: pids of the two fio jobs in the predicted table (the bcache resubmission runs in the
+#: writer's context, from current->bio_list).
+READER_PID = 3001
+WRITER_PID = 3002
+
 _W_ARRIVE = 0
 _W_RETRY = 1
 _COMPLETE = 2
@@ -312,14 +317,16 @@ def simulate_bcache_writes(*, flags_on_resubmit: str | None = None, policy: Poli
     read_base, write_base = 0, 1 << 31
 
     times: list[int] = []
+    pids: list[int] = []
     acts: list[int] = []
     secs: list[int] = []
     rw: list[int] = []
     w_rwbs = RWBS_WRITE | (RWBS_SYNC if wflags & REQ_SYNC else 0)
 
-    def emit(t: int, act: int, s: int, bits: int) -> None:
+    def emit(t: int, act: int, s: int, bits: int, pid: int = 0) -> None:
         if emit_events:
             times.append(t)
+            pids.append(pid)
             acts.append(act)
             secs.append(s)
             rw.append(bits)
@@ -356,8 +363,9 @@ def simulate_bcache_writes(*, flags_on_resubmit: str | None = None, policy: Poli
         r_start.append(t)
         r_thr.append(is_throttled)
         bits = RWBS_READ if is_read else w_rwbs
-        emit(t, ACT_QUEUE, s, bits)
-        emit(t, ACT_ISSUE, s, bits)
+        pid = READER_PID if is_read else WRITER_PID
+        emit(t, ACT_QUEUE, s, bits, pid)
+        emit(t, ACT_ISSUE, s, bits, pid)
         c = server.submit(t, s, nr, not is_read)
         push(c, _COMPLETE, rid)
         if is_throttled:
@@ -421,10 +429,13 @@ def simulate_bcache_writes(*, flags_on_resubmit: str | None = None, policy: Poli
         "rwbs": np.asarray(rw, dtype=np.uint16)[order],
         "sector": np.asarray(secs, dtype=np.uint64)[order],
         "nr_sectors": np.full(n, nr, dtype=np.uint32),
+        "pid": np.asarray(pids, dtype=np.uint32)[order],
+        "comm": (np.asarray(pids, dtype=np.uint32)[order] != 0).astype(np.uint32),
     }
     meta = {"model": "simulate_bcache_writes", "flags_on_resubmit": mode,
             "wbt_steps": wbt.steps[-20:], "device": model.to_json()}
-    table = EventTable(cols, devices={dev: DeviceInfo(dev=dev, name="nvme0n1")}, meta=meta)
+    table = EventTable(cols, comms=["(null)", "fio"],
+                       devices={dev: DeviceInfo(dev=dev, name="nvme0n1")}, meta=meta)
     return BcacheResult(
         table=table,
         write_mb_s=write_bytes / MB / (window / 1e9),
