@@ -70,6 +70,10 @@ NLF = 14
 F_NOMERGE = 1
 EV_COMPLETE = 0
 EV_UNIT = 1
+#: Initial pool rows and event-buffer bounds (tests shrink them to exercise the resume path).
+MIN_POOL = 1 << 16
+MIN_EVENTS = 1 << 16
+MAX_EVENTS_BUFFER = 1 << 23
 _LAYOUTS = {"left-symmetric": 0, "left_symmetric": 0, "": 0, "2": 0, "left-asymmetric": 1,
             "left_asymmetric": 1, "0": 1, "right-asymmetric": 2, "right_asymmetric": 2, "1": 2,
             "right-symmetric": 3, "right_symmetric": 3, "3": 3}
@@ -841,7 +845,7 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
                         [int(L[i, L_CHUNK]) for i in range(nn) if L[i, L_CHUNK]]) // 8, 1)
     margin_pool = 4 * (max_unit_sectors // min_piece + 2 * max_unit_bios) + 1024
     margin_ev = 8 * margin_pool
-    cap = max(4 * margin_pool, 1 << 16)
+    cap = max(4 * margin_pool, MIN_POOL)
     B = np.zeros((cap, NBF), dtype=np.int64)
     FB = np.arange(cap - 1, -1, -1, dtype=np.int64)
     P = np.zeros((cap, NPF), dtype=np.int64)
@@ -850,7 +854,9 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     FR = np.arange(cap - 1, -1, -1, dtype=np.int64)
     H = np.zeros((cap + nu, 4), dtype=np.int64)  # every unit may be scheduled up front
     pieces = int(np.sum(nr // max(min_piece * 8, 1))) + 2 * nb
-    EV = np.zeros((max(nb + 8 * pieces + 2 * margin_ev, 1 << 16), 9), dtype=np.int64)
+    ev_rows = min(max(nb + 8 * pieces, MIN_EVENTS), MAX_EVENTS_BUFFER) + 2 * margin_ev
+    EV = np.zeros((ev_rows, 9), dtype=np.int64)
+    chunks: list[npt.NDArray[np.int64]] = []
     PL = np.zeros(4096, dtype=np.int64)
     TMP = np.zeros(4096, dtype=np.int64)
     Q = np.full((nn, 2), -1, dtype=np.int64)
@@ -871,7 +877,9 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
         if status == 0:
             break
         if EV.shape[0] - S[S_EVN] < margin_ev:
-            EV = _grow(EV, EV.shape[0])
+            # hand the filled rows over and reuse the buffer (no doubling copies)
+            chunks.append(EV[:S[S_EVN]].copy())
+            S[S_EVN] = 0
         if S[S_BFREE] < margin_pool:
             B, FB, S[S_BFREE] = _grow_pool(B, FB, int(S[S_BFREE]))
         if S[S_PFREE] < margin_pool:
@@ -887,7 +895,9 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
             srv._units = [float(x) for x in SVU[i, :len(srv._units)]]
             srv._bus_free, srv._last_c, srv.head = float(SV[i, 2]), float(SV[i, 3]), int(SV[i, 4])
             srv.busy_ns += float(SV[i, 5])
-    return EV[:S[S_EVN]], int(S[S_NREQ])
+    chunks.append(EV[:S[S_EVN]])
+    rows = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+    return rows, int(S[S_NREQ])
 
 
 def _grow_pool(pool: npt.NDArray[np.int64], free: npt.NDArray[np.int64], nfree: int

@@ -65,3 +65,19 @@ def test_fast_engine_refuses_out_of_scope_cases():
         replay(BioStream.from_arrays([0], [8]), s2, preset_for_kernel("6.1"), engine="fast")
     auto = replay(BioStream.from_arrays([0], [8]), s2, preset_for_kernel("6.1"))
     assert len(auto) > 0
+
+
+def test_fast_engine_resumes_after_growing_its_buffers(monkeypatch):
+    """Tiny initial pools and event buffer force the grow-and-resume path; results still equal
+    the Python engine's."""
+    from workers.model import fast
+
+    monkeypatch.setattr(fast, "MIN_POOL", 1)
+    monkeypatch.setattr(fast, "MIN_EVENTS", 1)
+    monkeypatch.setattr(fast, "MAX_EVENTS_BUFFER", 1)
+    s = stack_from_spec("raid5:disks=4,chunk=64k,device=hdd,queue_depth=1")
+    n = 3000
+    stream = BioStream.from_arrays(np.arange(n) * 512, 512, time_ns=np.arange(n) * 10,
+                                   plug=np.arange(n) // 4)
+    pol = preset_for_kernel("6.1")
+    assert _same(replay(stream, s, pol, engine="python"), replay(stream, s, pol, engine="fast"))
