@@ -178,3 +178,57 @@ def test_ingest_reports_file(tmp_path: Path) -> None:
     assert result.files[0].format == "blkparse"
     assert result.files[0].events == 8
     assert result.manifest is None
+
+
+def _same(a: object, b: object) -> None:
+    """Two tables hold the same columns and comm strings."""
+    from workers.events import COLUMNS, EventTable
+
+    assert isinstance(a, EventTable) and isinstance(b, EventTable)
+    for name, _ in COLUMNS:
+        if name == "comm":
+            assert [a.comms[i] for i in a.comm] == [b.comms[i] for i in b.comm]
+        else:
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.meta["skipped_lines"] == b.meta["skipped_lines"]
+
+
+@pytest.mark.parametrize("golden", ["demo.blkparse.txt", "all_actions.blkparse.txt",
+                                    "takeoverjp.blkparse.txt.xz", "k61_vda.blkparse.txt.xz"])
+def test_fast_scanner_equals_exact_parser(tmp_path: Path, data_dir: Path, golden: str) -> None:
+    """The numba scanner and the line parser give identical tables on blkparse output."""
+    import lzma
+
+    from workers.traces._textio import open_lines
+    from workers.traces.blkparse_text import _parse_fast, parse_lines
+
+    raw = (data_dir / golden).read_bytes()
+    p = tmp_path / "g.txt"
+    p.write_bytes(lzma.decompress(raw) if golden.endswith(".xz") else raw)
+    fast = _parse_fast(p)
+    assert fast is not None
+    _same(fast, parse_lines(open_lines(p, "g"), "g"))
+
+
+@pytest.mark.parametrize("line", [
+    "> 8,0 0 486445 11.357392936 843 G R 14071424 + 128 [dd]",  # mail quote
+    "  8,0    0        8     0.000300000  99  D   R 36 (12 01 00 00) [sg_inq]",  # passthrough
+    "  8,0    0        1     0.000000000  42  Q  WS 8 + [fio]",  # malformed
+])
+def test_fast_scanner_defers_to_exact_parser(tmp_path: Path, line: str) -> None:
+    """Unusual lines make the scanner give up; parse_file still returns the exact result
+    (or the exact error with its line number) for a large file."""
+    from workers.traces.blkparse_text import FAST_PATH_MIN_BYTES, _parse_fast
+
+    good = "  8,0    0        1     0.000000001  42  Q  WS 8 + 8 [fio]\n"
+    body = good * (FAST_PATH_MIN_BYTES // len(good) + 10)
+    p = tmp_path / "big.txt"
+    p.write_text(body + line + "\n")
+    assert _parse_fast(p) is None
+    if "+ [fio]" in line:
+        with pytest.raises(ParseError) as ei:
+            parse_file(p, fmt="blkparse")
+        assert ei.value.line == body.count("\n") + 1
+    else:
+        t = parse_file(p, fmt="blkparse")
+        assert len(t) == body.count("\n") + 1

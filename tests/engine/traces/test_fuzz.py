@@ -42,8 +42,11 @@ def _warm_up() -> None:
     """Compile the numba kernels once so example timings measure parsing, not compiling."""
     from workers.traces.blktrace_bin import _event_offset
 
+    from workers.traces.blkparse_text import _parse_fast
+
     merge_raw([parse_blktrace_bytes(BINARY_SEED)])
     _event_offset(np.frombuffer(BINARY_SEED, dtype=np.uint8), False, 7, 3)
+    _parse_fast(DATA / "demo.blkparse.txt")
 
 
 _warm_up()
@@ -167,3 +170,25 @@ def test_archives_mutated(kind: str, data: st.DataObject) -> None:
             tf.addfile(info, io.BytesIO(payload))
     blob = data.draw(mutated(buf.getvalue()))
     _run_file(blob, lambda p: ingest([p], names=[f"b.{kind}"]))
+
+
+@SETTINGS
+@given(mutated(TEXT_SEEDS["blkparse"] + (DATA / "all_actions.blkparse.txt").read_bytes()))
+def test_fast_blkparse_scanner_mutated(data: bytes) -> None:
+    """The numba text scanner on mutated blkparse output: a valid table or a refusal (None),
+    and when it accepts, the exact parser agrees."""
+    from workers.traces._textio import open_lines
+    from workers.traces.blkparse_text import _parse_fast, parse_lines
+
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "t.txt"
+        p.write_bytes(data)
+        fast = _parse_fast(p)
+        if fast is None:
+            return
+        check_table(fast)
+        exact = parse_lines(open_lines(p, "t"), "t")
+        for name, _ in COLUMNS:
+            if name != "comm":
+                np.testing.assert_array_equal(getattr(fast, name), getattr(exact, name))
+        assert [fast.comms[i] for i in fast.comm] == [exact.comms[i] for i in exact.comm]
