@@ -40,9 +40,8 @@ TEXT_SEEDS = {
 
 def _warm_up() -> None:
     """Compile the numba kernels once so example timings measure parsing, not compiling."""
-    from workers.traces.blktrace_bin import _event_offset
-
     from workers.traces.blkparse_text import _parse_fast
+    from workers.traces.blktrace_bin import _event_offset
 
     merge_raw([parse_blktrace_bytes(BINARY_SEED)])
     _event_offset(np.frombuffer(BINARY_SEED, dtype=np.uint8), False, 7, 3)
