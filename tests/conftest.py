@@ -254,7 +254,6 @@ def finish_comparison(comparison: Any) -> Any:
         comparison_refresh_status(comparison=comparison)
     result = ComparisonResult.objects.get(comparison=comparison)
     if not result.is_final:
-        result.state = "queued"
         run_compare(result.pk, task_id=result.celery_task_id)
     comparison.refresh_from_db()
     return comparison
@@ -264,6 +263,18 @@ def finish_comparison(comparison: Any) -> Any:
 def finished_comparison(db: Any, user: Any) -> Any:
     """Kernel 6.1 vs 7.2 captures of tests/data/model (raid5, manifests), compared and modelled,
     policy under test split_remainder=head."""
+    from reviewapp.services.comparisons import submission_create
+
+    comparison, _ = submission_create(
+        title="md: split remainder to the head of bio_list", version="v2",
+        baseline_files=model_capture("6.1_W1b"), patched_files=model_capture("7.2_W1b"),
+        policy="split_remainder=head", user=user)
+    return finish_comparison(comparison)
+
+
+@pytest.fixture
+def finished_comparison_committed(transactional_db: Any, user: Any) -> Any:
+    """:func:`finished_comparison` for live-server tests (data committed)."""
     from reviewapp.services.comparisons import submission_create
 
     comparison, _ = submission_create(

@@ -51,15 +51,24 @@ def test_login_upload_wait_and_see_both_histograms(celery_worker, live_server, u
     page.click("#upload-submit")
     page.wait_for_url(f"{live_server.url}/comparisons/*/")
 
-    # The page polls progress.json and reloads when the worker is done.
-    page.wait_for_selector("#status-text:text('ready')", timeout=120_000)
-    for key in ("seek-baseline", "seek-patched", "sizes-baseline", "sizes-patched"):
-        sel = f".plot[data-figure='8,0|{key}'][data-rendered='1']"
-        page.wait_for_selector(sel, timeout=30_000)
+    # The page polls progress.json and reloads when the worker is done: first with the observed
+    # histograms, then (comparison step done) as lazy sections.
+    page.wait_for_selector("#status[data-complete='1']", timeout=180_000)
+    assert page.locator("#status-text").text_content() == "ready"
+    page.locator("#section-seek").scroll_into_view_if_needed()
+    page.wait_for_selector("#section-seek[data-state='loaded']", timeout=30_000)
+    for side in ("baseline", "patched"):
+        for chart in ("seek", "sizes"):
+            section = "seek" if chart == "seek" else "fragmentation"
+            page.locator(f"#section-{section}").scroll_into_view_if_needed()
+            page.wait_for_selector(
+                f"#section-{section} .plot[data-chart='{chart}'][data-side='{side}'][data-rendered='1']",
+                timeout=30_000)
     seek = page.evaluate("""() => {
         const out = {};
         for (const side of ['baseline', 'patched']) {
-            const el = document.querySelector(`.plot[data-figure='8,0|seek-${side}']`);
+            const el = document.querySelector(
+                `#section-seek .plot[data-chart='seek'][data-side='${side}']`);
             out[side] = {x: el.data[0].x, y: el.data[0].y,
                          bars: el.querySelectorAll('.bars .point').length};
         }

@@ -114,22 +114,74 @@ def test_seed000_upload_worker_results_and_page(celery_worker, live_server, toke
     assert hand_seek_histogram(before) == (6, 1, {(0, 1): 1, (64, 128): 1, (128, 256): 2,
                                                   (256, 512): 2})
 
+    # The worker then runs the comparison step (compare + check + model panel + charts).
+    check = poll_check(token_session, body["check_url"], waiter)
+    assert check["state"] in ("pass", "warn", "fail"), check
+    assert check["step"]["state"] == "succeeded"
+    analysis = token_session.get(body["analysis_url"], timeout=10).json()
+    assert analysis["compare"]["runs_note"] == "single run"
+    assert analysis["check"]["state"] == check["state"]
+    # G lines only: nothing to replay, and the model panel says so instead of failing
+    assert analysis["model"]["state"] == "error"
+    assert "no Q events" in analysis["model"]["error"]
+
     page = requests.get(body["url"], timeout=10)  # anonymous: a public comparison
     assert page.status_code == 200
     html = page.text
     assert "block: place split bios at the head of current-&gt;bio_list" in html
-    for key in ("8,0|seek-baseline", "8,0|seek-patched", "8,0|sizes-baseline",
-                "8,0|sizes-patched"):
-        assert f'data-figure="{key}"' in html
-    figures = re.search(r'<script id="figures-data" type="application/json">(.*?)</script>',
-                        html, re.S)
-    assert figures and '"128..256"' in figures.group(1)
-    assert "Zero-seek share" in html and "16.7" in html
+    for name in ("fragmentation", "seek", "throughput", "latency", "ordering", "model"):
+        assert f'data-section="{name}"' in html
+    assert f'id="check-state">{check["state"]}<' in html
+    seek = requests.get(f"{body['url']}sections/seek.json?dev=8,0", timeout=10).json()
+    panels = {p["side"]: p["figure"]["data"][0] for p in seek["charts"][0]["panels"]}
+    base = dict(zip(panels["baseline"]["x"], panels["baseline"]["y"]))
+    assert base == {"0..1": 1, "1..2": 0, "2..4": 0, "4..8": 0, "8..16": 0, "16..32": 0,
+                    "32..64": 0, "64..128": 1, "128..256": 2, "256..512": 2}
+    assert seek["stages"] == ["G"]
+    report = requests.get(body["report_url"], timeout=10)
+    assert report.headers["Content-Type"].startswith("text/plain")
+    assert "Before this patch:" in report.text and "Read|Write seek" in report.text
     assert "/static/reviewapp/plotly.min.js" in html
     assert requests.get(f"{live_server.url}/static/reviewapp/plotly.min.js",
                         timeout=10).status_code == 200
     log = celery_worker["log"].read_text()
     assert "workers.tasks.analyze_bundle" in log and "succeeded" in log
+    assert "workers.tasks.compare_comparison" in log
+
+
+def poll_check(session: requests.Session, url: str, waiter) -> dict:
+    def done():
+        check = session.get(url, timeout=10).json()
+        return check if check["state"] != "pending" else None
+    return waiter(done, timeout=180, what=f"check {url}")
+
+
+def test_kernel_captures_compare_check_and_model(celery_worker, live_server, token_session,
+                                                 waiter):
+    """6.1 vs 7.2 raid5 captures (with manifests) through the worker: the comparison step
+    replays the baseline's md0 bios under both policies, and every section has charts."""
+    data = Path(__file__).resolve().parents[1] / "data" / "model"
+    files = []
+    for field, name in (("baseline_files", "6.1_W1b"), ("patched_files", "7.2_W1b")):
+        for suffix in (".blkparse.txt.xz", ".blkreview.toml"):
+            path = data / f"{name}{suffix}"
+            files.append((field, (path.name, path.read_bytes())))
+    resp = token_session.post(f"{live_server.url}/api/v1/submissions/",
+                              data={"title": "md: split remainder", "policy": "split_remainder=head"},
+                              files=files, timeout=30)
+    assert resp.status_code == 201, resp.text
+    body = resp.json()
+    check = poll_check(token_session, body["check_url"], waiter)
+    assert check["state"] in ("pass", "warn", "fail"), check
+    analysis = token_session.get(body["analysis_url"], timeout=10).json()
+    model = analysis["model"]
+    assert model["state"] == "ok", model
+    assert model["kernel_old"].startswith("6.1") and "split_remainder=head" in model["policy_new"]
+    assert model["fidelity"]["254,0"]["matched_in_order"] == 1.0
+    assert analysis["compare"]["fidelity"]["254,0"]["size_l1"] == 0.0
+    for name in ("fragmentation", "seek", "throughput", "latency", "ordering", "model"):
+        r = requests.get(f"{body['url']}sections/{name}.json?dev=254,0", timeout=10)
+        assert r.status_code == 200 and r.json()["charts"], name
 
 
 def test_malformed_line_fails_job_with_file_line_reason(celery_worker, live_server,

@@ -61,15 +61,19 @@ def test_serve_embedded_default_with_demo(tmp_path):
             status, body = get(f"{base}/comparisons/1/progress.json")
             if status == 200:
                 progress = json.loads(body)
-                if progress["done"]:
+                if progress["complete"]:
                     break
             time.sleep(0.5)
         assert progress.get("status") == "ready", (tmp_path / "serve.log").read_text()[-3000:]
         status, html = get(f"{base}/comparisons/1/")
         assert status == 200
-        assert 'data-figure="8,0|seek-baseline"' in html and "Zero-seek share" in html
+        assert progress["compare"]["state"] == "succeeded", progress
+        assert 'data-section="seek"' in html and 'id="device-select"' in html
+        status, seek = get(f"{base}/comparisons/1/sections/seek.json?dev=8,0")
+        assert status == 200 and json.loads(seek)["charts"][0]["panels"]
         assert get(f"{base}/static/reviewapp/plotly.min.js")[0] == 200
         assert "analyze_bundle" in (tmp_path / "serve.log").read_text()
+        assert "compare_comparison" in (tmp_path / "serve.log").read_text()
     finally:
         proc.send_signal(signal.SIGINT)
         try:

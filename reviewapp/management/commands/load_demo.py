@@ -70,6 +70,17 @@ class Command(BaseCommand):
                 if job is not None:
                     state = run_analysis(job.pk)
                     self.stdout.write(f"analysis of bundle {bundle.pk}: {state}")
+            # then the comparison step (compare, check, model panel, charts), here too
+            from reviewapp.models import ComparisonResult
+            from reviewapp.services.jobs import comparison_refresh_status
+            from workers.tasks import run_compare
+
+            comparison.refresh_from_db()
+            comparison_refresh_status(comparison=comparison)
+            result = ComparisonResult.objects.filter(comparison=comparison).first()
+            if result is not None and not result.is_final:
+                state = run_compare(result.pk, task_id=result.celery_task_id)
+                self.stdout.write(f"comparison step: {state}")
         self.stdout.write(self.style.SUCCESS(
             f"Demo comparison: /comparisons/{comparison.pk}/\n"
             f"Demo login: user {opts['username']!r}, password {opts['password']!r}"))
