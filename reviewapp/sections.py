@@ -488,7 +488,8 @@ def model_section(model: Mapping[str, Any] | None, dev: str,
     tables = [{"id": "model", "title": "Observed and predicted",
                "columns": ["", *(LABELS[s] for s in MODEL_SIDES)], "rows": rows}]
     fid = model.get("fidelity") or {}
-    fid_dev = fid.get(dev) if isinstance(fid.get(dev), Mapping) else {}
+    got = fid.get(dev)
+    fid_dev: Mapping[str, Any] = got if isinstance(got, Mapping) else {}
     labels = {"matched_in_order": "D requests matched in order",
               "seek_l1": "seek histogram L1 (0 same, 2 disjoint)",
               "size_l1": "size histogram L1 (0 same, 2 disjoint)",
@@ -523,7 +524,7 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
                    | None = None,
                    compare: Mapping[str, Any] | None = None,
                    model: Mapping[str, Any] | None = None,
-                   seek_text: Callable[[Mapping[str, Any]], str] | None = None,
+                   seek_text: Callable[[dict[str, Any]], str] | None = None,
                    ) -> dict[tuple[str, str, str], dict[str, Any]]:
     """Every section payload, keyed by ``(section, dev, stage)`` (stage "" except for seek).
 
@@ -541,7 +542,7 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
                               "sections": [{"id": i, "title": t} for i, t in SECTIONS]}
     bin_s = {s: (float(side_results[s][0].get("bin_ns") or 0) / 1e9 if side_results.get(s)
                  else 0.0) for s in SIDES}
-    for dev in devices_of({s: list(v) for s, v in side_results.items()}):
+    for dev in devices_of({s: [dict(r) for r in v] for s, v in side_results.items()}):
         per_side = {s: device_runs(side_results.get(s, []), dev) for s in SIDES}
         verdicts = verdict_index(compare, dev)
         name = next((str(d.get("name")) for s in SIDES for d in per_side[s] if d.get("name")),
@@ -579,7 +580,7 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
             if seek_text is not None:
                 for s in SIDES:
                     if stages[st].get(s):
-                        texts[s] = seek_text(stages[st][s][0]["seek"])
+                        texts[s] = seek_text(dict(stages[st][s][0]["seek"]))
             payload = {**base, "section": "seek", "stage": st, "stages": stage_list,
                        "default_stage": default_stage,
                        **seek_section(stages[st], verdicts if st == default_stage else {}, st,

@@ -161,7 +161,8 @@ def seek_by_stage(tables: dict[str, list[tuple[Any, dict[str, Any]]]]) -> dict[s
 
 def _policy_parts(policy: str) -> tuple[str, list[str]]:
     """``"split_remainder=head,tag_preempt"`` -> (``"split_remainder=head"``, ``["tag_preempt"]``)."""
-    sets, knobs = [], []
+    sets: list[str] = []
+    knobs: list[str] = []
     for item in (p.strip() for p in (policy or "").split(",")):
         if not item:
             continue
@@ -284,7 +285,8 @@ def _fidelity(predicted_old: dict[str, Any], observed: dict[str, Any], pred_tabl
         if not obs:
             continue
         order[dev] = matched_in_order(obs, _d_stream(pred_table, parse_dev(device_map.get(dev, dev))))
-    return _jsonable(fidelity(predicted_old, observed, order=order))
+    out: dict[str, Any] = _jsonable(fidelity(predicted_old, observed, order=order))
+    return out
 
 
 def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],

@@ -249,12 +249,12 @@ class ComparisonAnalysisApi(APIView):
         comparison = comparison_get_for_user(pk=pk, user=request.user)
         comparison_refresh_status(comparison=comparison)
         result = comparison_result(comparison, full=True)
-        done = result is not None and result.state == c.JOB_STATE_SUCCEEDED
+        done = result if result is not None and result.state == c.JOB_STATE_SUCCEEDED else None
         return Response(AnalysisOutput({
             "comparison": comparison.pk, "status": comparison.status, "step": _step(result),
-            "compare": result.compare if done else None,
-            "check": result.verdict if done else None,
-            "model": result.model if done else None,
+            "compare": done.compare if done else None,
+            "check": done.verdict if done else None,
+            "model": done.model if done else None,
             "report_url": absolute(request, reverse("comparison-report", args=[comparison.pk])),
             "url": absolute(request, comparison.get_absolute_url()),
         }).data)
