@@ -178,6 +178,23 @@ def scalar_metrics(result: Mapping[str, Any]) -> dict[str, tuple[Metric, str, fl
     return out
 
 
+def scaled(value: float, unit: str) -> tuple[float, str]:
+    """Bytes as KB, nanoseconds as microseconds and shares as %, the units the seed threads use."""
+    if unit == "B":
+        return value / 1024, "KB"
+    if unit == "ns":
+        return value / 1000, "us"
+    if unit == "share":
+        return 100 * value, "%"
+    return value, unit
+
+
+def format_value(value: float, unit: str) -> str:
+    """``12.5 KB`` style text of a metric value."""
+    v, u = scaled(value, unit)
+    return f"{v:.4g} {u}".rstrip() if u not in ("", "1/s") else f"{v:.4g}"
+
+
 # --- statistics --------------------------------------------------------------------------------
 def _side(values: Sequence[float]) -> dict[str, Any]:
     a = np.asarray(values, dtype=np.float64)
@@ -401,7 +418,9 @@ def check_verdict(comparison: Mapping[str, Any], thresholds: Thresholds | None =
         b, p = r["baseline"]["mean"], r["patched"]["mean"]
         if pct is None or max(abs(b), abs(p)) < th.min_value:
             continue
-        what = f"{r['key']}: {b:.4g} -> {p:.4g} ({pct:+.1f}%)"
+        unit = r.get("unit") or ""
+        what = (f"{r['key']}: {format_value(b, unit)} -> {format_value(p, unit)} "
+                f"({pct:+.1f}%)")
         if r["kind"] == "throughput" and r.get("better") == "higher":
             if pct < -th.throughput_drop_fail_pct:
                 fails.append(f"{what} drops more than {th.throughput_drop_fail_pct:g}%")

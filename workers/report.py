@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workers.analyzers.seek import SeekHistogram
+from workers.compare import scaled
 
 READ_COLUMNS: tuple[str, ...] = ("r/s", "rMB/s", "rrqm/s", "%rrqm", "r_await", "rareq-sz")
 WRITE_COLUMNS: tuple[str, ...] = ("w/s", "wMB/s", "wrqm/s", "%wrqm", "w_await", "wareq-sz")
@@ -67,24 +68,13 @@ def _side_text(side: Mapping[str, Any], heading: str, devices: Sequence[str] | N
     return out
 
 
-def _scaled(v: float, unit: str) -> tuple[float, str]:
-    """Bytes as KB and nanoseconds as microseconds, the units the seed threads use."""
-    if unit == "B":
-        return v / 1024, "KB"
-    if unit == "ns":
-        return v / 1000, "us"
-    if unit == "share":
-        return 100 * v, "%"
-    return v, unit
-
-
 def _metric_line(m: Mapping[str, Any]) -> str:
     b, p = m["baseline"], m["patched"]
     unit = m.get("unit") or ""
-    bm, u = _scaled(b["mean"], unit)
-    pm, _ = _scaled(p["mean"], unit)
-    bs, _ = _scaled(b["stddev"], unit)
-    ps, _ = _scaled(p["stddev"], unit)
+    bm, u = scaled(b["mean"], unit)
+    pm, _ = scaled(p["mean"], unit)
+    bs, _ = scaled(b["stddev"], unit)
+    ps, _ = scaled(p["stddev"], unit)
     pct = "n/a" if m.get("pct") is None else f"{m['pct']:+.1f}%"
     u = "" if not u or u in m["label"] else f" {u}"
     if b["n"] > 1 or p["n"] > 1:
@@ -115,7 +105,8 @@ def key_deltas(comparison: Mapping[str, Any], limit: int = 25) -> list[str]:
 
 
 def render_report(comparison: Mapping[str, Any], *, title: str | None = None,
-                  devices: Sequence[str] | None = None, limit: int = 25) -> str:
+                  devices: Sequence[str] | None = None, limit: int = 25,
+                  max_reasons: int = 12) -> str:
     """The plain-text report of a :func:`workers.compare.compare` result.
 
     Args:
@@ -123,6 +114,7 @@ def render_report(comparison: Mapping[str, Any], *, title: str | None = None,
         title: first line (e.g. the patch subject).
         devices: restrict the seek histograms to these devices (``"8,0"`` or names).
         limit: number of key delta lines.
+        max_reasons: check reasons printed (the rest counted).
     """
     runs = comparison.get("runs", {})
     nb, np_ = runs.get("baseline", 0), runs.get("patched", 0)
@@ -155,5 +147,8 @@ def render_report(comparison: Mapping[str, Any], *, title: str | None = None,
     if check:
         lines.append("")
         lines.append(f"Check: {check['verdict'].upper()}")
-        lines += [f"  - {r}" for r in check.get("reasons", [])]
+        reasons = list(check.get("reasons", []))
+        lines += [f"  - {r}" for r in reasons[:max_reasons]]
+        if len(reasons) > max_reasons:
+            lines.append(f"  ... and {len(reasons) - max_reasons} more")
     return "\n".join(lines).rstrip() + "\n"

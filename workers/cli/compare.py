@@ -42,10 +42,22 @@ def split_runs(runs: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _run_files(arg: str) -> list[str]:
+    """Files of one run. A directory is one bundle: files of no known format (notes,
+    command logs) are skipped with a warning, and when it holds raw blktrace files, the
+    blkparse text rendered from them is skipped too (it is the same events twice)."""
     p = Path(arg)
-    if p.is_dir():
-        return sorted(str(f) for f in p.rglob("*") if f.is_file())
-    return [arg]
+    if not p.is_dir():
+        return [arg]
+    from workers.traces import detect_format
+
+    found: list[tuple[str, str]] = []
+    for f in sorted(x for x in p.rglob("*") if x.is_file() and x.stat().st_size > 0):
+        try:
+            found.append((str(f), detect_format(f, name=str(f))))
+        except ParseError:
+            sys.stderr.write(f"warning: {f}: not a trace, summary or manifest; skipped\n")
+    has_binary = any(fmt == "blktrace" for _, fmt in found)
+    return [f for f, fmt in found if not (has_binary and fmt == "blkparse")]
 
 
 def run(args: argparse.Namespace) -> int:
