@@ -97,3 +97,21 @@ def test_compare_single_run_and_usage_errors(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "single run" in r.stdout
     assert _cli("compare", a, b).returncode == 2
+
+
+def test_compare_directory_runs_skip_notes_and_duplicate_text(tmp_path: Path) -> None:
+    """A run directory with raw blktrace, its blkparse text and a notes file counts events once."""
+    from workers.traces.writers import write_blktrace
+
+    for side, gaps in (("base", [0] * 20), ("patched", [64] * 20)):
+        d = tmp_path / side
+        d.mkdir()
+        t = _run_table(gaps, 1000)
+        with open(d / "sda.blktrace.0", "wb") as f:
+            write_blktrace(t, f)
+        _write(t, d / "sda.blkparse.txt")
+        (d / "commands.txt").write_text("+ dd if=/dev/sda of=/dev/null bs=64k\n")
+    r = _cli("compare", str(tmp_path / "base"), "--", str(tmp_path / "patched"))
+    assert r.returncode == 0, r.stderr
+    assert "commands.txt" in r.stderr and "skipped" in r.stderr
+    assert "cnt 20, zero cnt 20" in r.stdout and "cnt 20, zero cnt 0" in r.stdout
