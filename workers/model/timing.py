@@ -244,6 +244,9 @@ class FioJobs:
         count: I/Os per job (0 = until ``runtime_ns``).
         seed: random offsets come from a splitmix64 hash of (seed, job, I/O number), so
             the Python and the compiled engine draw the same offsets.
+        iodepth: I/Os a job keeps in flight (fio ``iodepth`` with libaio/io_uring; 1 =
+            psync). The job's thread submits one I/O's pieces after the other and starts the
+            next I/O while fewer than ``iodepth`` are in flight.
     """
 
     rw: str = "randwrite"
@@ -255,8 +258,11 @@ class FioJobs:
     ramp_ns: int = 0
     count: int = 0
     seed: int = 0
+    iodepth: int = 1
 
     def __post_init__(self) -> None:
+        if self.iodepth <= 0:
+            raise ModelConfigError("iodepth must be positive")
         if self.rw not in ("randwrite", "write", "randread", "read"):
             raise ModelConfigError(f"rw={self.rw!r}: expected randwrite|write|randread|read")
         if self.bs < 512 or self.bs % 512:
@@ -425,7 +431,6 @@ class _Job:
     region_sectors: int
     pieces: list[tuple[int, int]] = field(default_factory=list)
     k: int = 0
-    outstanding: int = 0
     waiting: bool = False
     slept_for_piece: bool = False
     preempt_after_sleep: bool = False
@@ -433,6 +438,12 @@ class _Job:
     ios: int = 0
     stopped: bool = False
     next_seq_sector: int = 0
+    idle: bool = False
+    inflight_ios: int = 0
+    slot: int = 0
+    io_left: list[int] = field(default_factory=list)
+    io_full: list[bool] = field(default_factory=list)
+    io_busy: list[bool] = field(default_factory=list)
 
 
 def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
@@ -513,6 +524,8 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
     r_nr: list[int] = []
     r_job: list[int] = []
     r_tag: list[int] = []
+    r_slot: list[int] = []
+    iodepth = jobs.iodepth
 
     job_list: list[_Job] = []
     inc = jobs.offset_increment >> 9
@@ -525,7 +538,9 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
             raise ModelConfigError(f"job {j} has no room for one {jobs.bs}-byte I/O "
                                    f"(offset {start} of {capacity} sectors)")
         job_list.append(_Job(pid=1000 + j, region_start=start, region_sectors=span,
-                             next_seq_sector=start))
+                             next_seq_sector=start, io_left=[0] * jobs.iodepth,
+                             io_full=[False] * jobs.iodepth,
+                             io_busy=[False] * jobs.iodepth))
 
     heap: list[tuple[int, int, int, int]] = []
     counter = itertools.count()
@@ -591,6 +606,12 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
         job.pieces, job.need = split_pieces(s)
         job.k = 0
         job.ios += 1
+        slot = job.io_busy.index(False)
+        job.slot = slot
+        job.io_busy[slot] = True
+        job.io_left[slot] = 0
+        job.io_full[slot] = False
+        job.inflight_ios += 1
         if emit:
             flat_extend((t, job.pid, ACT_QUEUE, s, bs_sectors, 0))
         return True
@@ -604,9 +625,8 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
             if pre == "seed003":
                 job.preempt_after_sleep = True  # data->preemption = true after io_schedule
         if job.k >= len(job.pieces):
-            if job.outstanding or job.stopped:
-                return
-            if not new_io(job, t):
+            if job.inflight_ios >= iodepth or job.stopped or not new_io(job, t):
+                job.idle = True
                 return
         s, n = job.pieces[job.k]
         last = job.k == len(job.pieces) - 1
@@ -639,6 +659,8 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
         r_nr.append(n)
         r_job.append(j)
         r_tag.append(tag)
+        r_slot.append(job.slot)
+        job.io_left[job.slot] += 1
         if emit:
             flat_extend((t, job.pid, ACT_GETRQ, s, n, 0, t, job.pid, ACT_INSERT, s, n, 0))
         if elevator:
@@ -646,10 +668,13 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
         else:
             direct.append(rid)
         job.k += 1
-        job.outstanding += 1
+        if job.k >= len(job.pieces):
+            job.io_full[job.slot] = True
         dispatch(t)
-        if job.k < len(job.pieces):
+        if job.k < len(job.pieces) or (job.inflight_ios < iodepth and not job.stopped):
             heappush(heap, (t + submit_ns, next(counter), _RUN, j))
+        else:
+            job.idle = True
 
     def complete(rid: int, t: int) -> None:
         nonlocal inflight, bytes_window, ios_done, requests_done, last_c
@@ -661,10 +686,15 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
         for w in tags.put(r_tag[rid]):
             heappush(heap, (t + wakeup_ns, next(counter), _RUN, w))
         job = job_list[r_job[rid]]
-        job.outstanding -= 1
-        if job.outstanding == 0 and job.k >= len(job.pieces):
+        slot = r_slot[rid]
+        job.io_left[slot] -= 1
+        if job.io_left[slot] == 0 and job.io_full[slot]:
             ios_done += 1
-            push(t + hc.wakeup_ns + hc.think_ns, _RUN, r_job[rid])
+            job.io_busy[slot] = False
+            job.inflight_ios -= 1
+            if job.idle:
+                job.idle = False
+                push(t + hc.wakeup_ns + hc.think_ns, _RUN, r_job[rid])
         dispatch(t)
 
     while heap:
@@ -680,7 +710,7 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
     meta = {
         "model": "simulate_jobs",
         "workload": {"rw": jobs.rw, "bs": jobs.bs, "numjobs": jobs.numjobs,
-                     "offset_increment": jobs.offset_increment},
+                     "offset_increment": jobs.offset_increment, "iodepth": jobs.iodepth},
         "policy": {"sbitmap_wakeup": wake, "tag_preempt": pre},
         "device": model.to_json(),
     }
@@ -812,7 +842,7 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
     end_ns, ramp, submit_ns, wakeup_ns, think_ns = cfg[6], cfg[7], cfg[8], cfg[9], cfg[10]
     elevator, queue_depth, depth, wb, wake_mode, pre = cfg[11], cfg[12], cfg[13], cfg[14], \
         cfg[15], cfg[16]
-    expire_ns, fifo_batch, emit, mod_l = cfg[17], cfg[18], cfg[19], cfg[20]
+    expire_ns, fifo_batch, emit, mod_l, iodepth = cfg[17], cfg[18], cfg[19], cfg[20], cfg[21]
     nq = 8
     # int64 (not literal) constants: one compiled variant of each helper instead of eight
     z64 = np.int64(0)
@@ -831,7 +861,12 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
     j_np = np.zeros(numjobs, np.int64)
     j_slot = np.zeros(numjobs, np.int64)
     j_base = np.zeros(numjobs, np.int64)
-    j_out = np.zeros(numjobs, np.int64)
+    j_infl = np.zeros(numjobs, np.int64)  # I/Os in flight
+    j_idle = np.zeros(numjobs, np.bool_)
+    j_io = np.zeros(numjobs, np.int64)  # slot of the I/O being submitted
+    io_left = np.zeros((numjobs, iodepth), np.int64)
+    io_full = np.zeros((numjobs, iodepth), np.bool_)
+    io_busy = np.zeros((numjobs, iodepth), np.bool_)
     j_wait = np.zeros(numjobs, np.bool_)
     j_slept = np.zeros(numjobs, np.bool_)
     j_pas = np.zeros(numjobs, np.bool_)
@@ -870,6 +905,7 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
     r_nr = np.zeros(depth, np.int64)
     r_job = np.zeros(depth, np.int64)
     r_rid = np.full(depth, -1, np.int64)
+    r_io = np.zeros(depth, np.int64)
     pend = np.zeros(depth, np.bool_)
     rid_next = 0
     # --- elevator
@@ -950,10 +986,12 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
                 if pre == 1:
                     j_pas[j] = True
             if j_k[j] >= j_np[j]:
-                if j_out[j] > 0 or j_stop[j]:
+                if j_infl[j] >= iodepth or j_stop[j]:
+                    j_idle[j] = True
                     continue
                 if t >= end_ns or (count > 0 and j_ios[j] >= count):
                     j_stop[j] = True
+                    j_idle[j] = True
                     continue
                 if is_random:
                     blocks = region_sectors[j] // bs_sectors
@@ -971,6 +1009,14 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
                 j_np[j] = p_n[slot]
                 j_k[j] = 0
                 j_ios[j] += 1
+                io = 0
+                while io_busy[j, io]:
+                    io += 1
+                j_io[j] = io
+                io_busy[j, io] = True
+                io_left[j, io] = 0
+                io_full[j, io] = False
+                j_infl[j] += 1
                 if emit:
                     ev = _ev_put(ev, nev, t, 1000 + j, a_q, s0, bs_sectors, z64)
                     nev += 1
@@ -1087,10 +1133,15 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
             else:
                 dq[(dqh + dqn) % depth] = tag
                 dqn += 1
+            r_io[tag] = j_io[j]
+            io_left[j, j_io[j]] += 1
             j_k[j] = k + 1
-            j_out[j] += 1
+            if j_k[j] >= j_np[j]:
+                io_full[j, j_io[j]] = True
             do_dispatch = True
-            run_next = j_k[j] < j_np[j]
+            run_next = j_k[j] < j_np[j] or (j_infl[j] < iodepth and not j_stop[j])
+            if not run_next:
+                j_idle[j] = True
         else:
             tag = arg  # type: ignore[assignment]
             inflight -= 1
@@ -1170,12 +1221,17 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
                 heap = _hpush(heap, hn, t + wakeup_ns, seqc, k_run, wk[q])
                 hn += 1
                 seqc += 1
-            j_out[j] -= 1
-            if j_out[j] == 0 and j_k[j] >= j_np[j]:
+            io = r_io[tag]
+            io_left[j, io] -= 1
+            if io_left[j, io] == 0 and io_full[j, io]:
                 ios_done += 1
-                heap = _hpush(heap, hn, t + wakeup_ns + think_ns, seqc, k_run, j)
-                hn += 1
-                seqc += 1
+                io_busy[j, io] = False
+                j_infl[j] -= 1
+                if j_idle[j]:
+                    j_idle[j] = False
+                    heap = _hpush(heap, hn, t + wakeup_ns + think_ns, seqc, k_run, j)
+                    hn += 1
+                    seqc += 1
             do_dispatch = True
         if not do_dispatch:
             continue
@@ -1390,7 +1446,7 @@ def _simulate_numba(jobs: FioJobs, *, limits: QueueLimits,
         int(elevator), limits.queue_depth, depth, tags.wake_batch,
         1 if wake == "global" else 0, 1 if pre == "seed003" else 0,
         DD_WRITE_EXPIRE_NS if jobs.is_write else DD_READ_EXPIRE_NS, DD_FIFO_BATCH,
-        int(emit_events), mod_l,
+        int(emit_events), mod_l, jobs.iodepth,
     ], dtype=np.int64)
     kind, p, par, excl = _kernel_args(model)
     ev, out, max_ws = _jobs_kernel(cfg, starts, spans, slot_of_mod, p_off, p_len, p_need, p_n,
@@ -1400,7 +1456,7 @@ def _simulate_numba(jobs: FioJobs, *, limits: QueueLimits,
     meta = {
         "model": "simulate_jobs",
         "workload": {"rw": jobs.rw, "bs": jobs.bs, "numjobs": jobs.numjobs,
-                     "offset_increment": jobs.offset_increment},
+                     "offset_increment": jobs.offset_increment, "iodepth": jobs.iodepth},
         "policy": {"sbitmap_wakeup": wake, "tag_preempt": pre},
         "device": model.to_json(),
     }

@@ -208,16 +208,20 @@ _COLUMNS = ("time_ns", "action", "sector", "nr_sectors", "pid", "aux", "comm")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("rw", "limits_kind", "wakeup", "preempt", "count"), [
-    ("randwrite", "deadline", "per_queue", "always", 0),
-    ("randwrite", "deadline", "per_queue", "seed003", 0),
-    ("randwrite", "deadline", "global", "always", 0),
-    ("randwrite", "deadline", "global", "seed003", 0),
-    ("randread", "none", "global", "always", 0),
-    ("write", "deadline", "per_queue", "always", 3),
+@pytest.mark.parametrize(("rw", "limits_kind", "wakeup", "preempt", "count", "iodepth"), [
+    ("randwrite", "deadline", "per_queue", "always", 0, 1),
+    ("randwrite", "deadline", "per_queue", "seed003", 0, 1),
+    ("randwrite", "deadline", "global", "always", 0, 1),
+    ("randwrite", "deadline", "global", "seed003", 0, 1),
+    ("randread", "none", "global", "always", 0, 1),
+    ("write", "deadline", "per_queue", "always", 3, 1),
+    ("randwrite", "deadline", "per_queue", "seed003", 0, 4),
+    ("randread", "none", "global", "always", 0, 16),
+    ("write", "deadline", "global", "always", 5, 3),
 ])
 def test_numba_engine_gives_the_python_engines_events(rw: str, limits_kind: str, wakeup: str,
-                                                      preempt: str, count: int) -> None:
+                                                      preempt: str, count: int,
+                                                      iodepth: int) -> None:
     """The compiled engine reproduces the reference engine event for event (first call compiles)."""
     if limits_kind == "none":
         lim = QueueLimits(max_sectors=256, queue_depth=8, nr_requests=8, scheduler="none")
@@ -226,7 +230,7 @@ def test_numba_engine_gives_the_python_engines_events(rw: str, limits_kind: str,
         lim = seed003_limits()
         device = "hdd"
     jobs = FioJobs(rw=rw, bs=1 << 20, numjobs=48, runtime_ns=0 if count else 2_000_000_000,
-                   count=count, seed=11)
+                   count=count, seed=11, iodepth=iodepth)
     a = simulate_jobs(jobs, limits=lim, device=device, wakeup=wakeup, preempt=preempt,
                       engine="python")
     b = simulate_jobs(jobs, limits=lim, device=device, wakeup=wakeup, preempt=preempt,
@@ -250,3 +254,19 @@ def test_simulate_jobs_rejects_bad_configurations() -> None:
     with pytest.raises(ModelConfigError):
         simulate_jobs(FioJobs(numjobs=1), limits=seed003_limits(),
                       device={"kind": "hdd", "capacity_sectors": 1000})
+
+
+def test_simulate_jobs_iodepth_keeps_that_many_ios_in_flight() -> None:
+    """iodepth N: at most N I/Os per job between Q and their last C; NVMe 4K IOPS scale with N."""
+    lim = QueueLimits(max_sectors=2560, queue_depth=1023, nr_requests=1023, scheduler="none")
+    iops = {}
+    for qd in (1, 8):
+        res = simulate_jobs(FioJobs(rw="randread", bs=4096, numjobs=1, iodepth=qd,
+                                    runtime_ns=50_000_000), limits=lim, device="nvme")
+        t = res.table
+        delta = np.where(t.action == ACT_QUEUE, 1, 0) - np.where(t.action == ACT_COMPLETE, 1, 0)
+        assert np.cumsum(delta).max() == qd  # one piece per 4K I/O
+        iops[qd] = res.ios_done
+    assert iops[8] > 6 * iops[1]
+    with pytest.raises(ModelConfigError):
+        FioJobs(iodepth=0)
