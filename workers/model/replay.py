@@ -29,13 +29,18 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit, types
+from numba.typed import Dict
 
 from workers.errors import ModelConfigError
 from workers.events import (
     ACT_COMPLETE,
     ACT_GETRQ,
+    ACT_INSERT,
     ACT_ISSUE,
     ACT_QUEUE,
+    ACT_UNPLUG_IO,
+    ACT_UNPLUG_TIMER,
     RWBS_DISCARD,
     RWBS_READ,
     RWBS_SYNC,
@@ -127,8 +132,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     Plug boundaries (kernel-model.md section 7), in order of preference:
 
     1. From the trace's issue state: a Q of thread *p* starts a new plug when every request
-       *p* got (G) before it was already dispatched (D) on its device, i.e. the previous plug
-       was finished; otherwise it shares the plug of *p*'s previous bio.
+       *p* got (G) before it has left the plug (dispatched D, inserted I, or unplugged by *p*'s
+       U on that queue), i.e. the previous plug was finished; otherwise it shares the plug of
+       *p*'s previous bio.
     2. With no G/D events: the workload (``dd ... bs=N``: the bios of one read share a plug).
     3. Otherwise one plug per bio.
 
@@ -163,45 +169,81 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
 
 
 def _plugs_from_issue_state(table: EventTable, q_rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
-    """Plug ids from G/D bookkeeping (see :func:`bios_from_table`)."""
+    """Plug ids from G/I/D/U bookkeeping (see :func:`bios_from_table`).
+
+    A request leaves its thread's plug when it is dispatched (D), inserted (I) or when the thread
+    unplugs that queue (U); G puts it in. Compiled with numba: one pass over the table.
+    """
     act = table.action
-    interesting = np.flatnonzero((act == ACT_GETRQ) | (act == ACT_ISSUE) | (act == ACT_QUEUE))
-    qset = {int(r): i for i, r in enumerate(q_rows)}
-    outstanding: dict[int, dict[int, int]] = {}  # dev -> sector -> pid
-    count: dict[int, int] = {}  # pid -> outstanding G
-    last_plug: dict[int, int] = {}
-    plug = np.zeros(len(q_rows), dtype=np.int64)
+    interesting = np.flatnonzero((act == ACT_GETRQ) | (act == ACT_ISSUE) | (act == ACT_QUEUE) |
+                                 (act == ACT_INSERT) | (act == ACT_UNPLUG_IO) |
+                                 (act == ACT_UNPLUG_TIMER))
+    is_top_q = np.zeros(len(table), dtype=np.bool_)
+    is_top_q[q_rows] = True
+    plug: npt.NDArray[np.int64] = _issue_state_kernel(
+        interesting.astype(np.int64), act.astype(np.int64),
+        table.dev.astype(np.int64), table.sector.astype(np.int64),
+        table.nr_sectors.astype(np.int64), table.pid.astype(np.int64), is_top_q, len(q_rows))
+    return plug
+
+
+_KEY2 = types.UniTuple(types.int64, 2)
+_I64 = types.int64
+
+
+@njit(cache=True)
+def _issue_state_kernel(rows: Any, act: Any, dev: Any, sec: Any, nr: Any, pid: Any,
+                        is_top_q: Any, nq: int) -> Any:  # pragma: no cover - compiled
+    outstanding = Dict.empty(key_type=_KEY2, value_type=_I64)
+    count = Dict.empty(key_type=_I64, value_type=_I64)
+    last_plug = Dict.empty(key_type=_I64, value_type=_I64)
+    plug = np.zeros(nq, dtype=np.int64)
+    qi = 0
     next_id = 0
-    devs = table.dev
-    secs = table.sector
-    nrs = table.nr_sectors
-    pids = table.pid
-    for r in interesting.tolist():
-        a = int(act[r])
-        if a == ACT_QUEUE:
-            i = qset.get(r)
-            if i is None:
+    for r in rows:
+        a = act[r]
+        if a == 1:  # Q
+            if not is_top_q[r]:
                 continue
-            p = int(pids[r])
+            p = pid[r]
             if count.get(p, 0) == 0 or p not in last_plug:
                 last_plug[p] = next_id
                 next_id += 1
-            plug[i] = last_plug[p]
-        elif a == ACT_GETRQ:
-            d = int(devs[r])
-            p = int(pids[r])
-            outstanding.setdefault(d, {})[int(secs[r])] = p
+            plug[qi] = last_plug[p]
+            qi += 1
+        elif a == 4:  # G
+            key = (dev[r], sec[r])
+            p = pid[r]
+            if key in outstanding:
+                old = outstanding[key]
+                count[old] = count.get(old, 1) - 1
+            outstanding[key] = p
             count[p] = count.get(p, 0) + 1
-        else:  # D
-            d = int(devs[r])
-            od = outstanding.get(d)
-            if not od:
-                continue
-            lo, hi = int(secs[r]), int(secs[r]) + int(nrs[r])
-            hits = [s for s in od if lo <= s < hi] if len(od) < 64 or lo not in od else [lo]
-            for s in hits:
-                p = od.pop(s)
+        elif a == 10 or a == 11:  # U / UT: this thread's requests of this queue left the plug
+            p = pid[r]
+            d = dev[r]
+            gone = []
+            for key, owner in outstanding.items():
+                if owner == p and key[0] == d:
+                    gone.append(key)
+            for key in gone:
+                del outstanding[key]
                 count[p] = count.get(p, 1) - 1
+        else:  # D or I
+            key = (dev[r], sec[r])
+            if key in outstanding:
+                p = outstanding.pop(key)
+                count[p] = count.get(p, 1) - 1
+            elif len(outstanding) < 256:
+                lo = sec[r]
+                hi = lo + nr[r]
+                gone2 = []
+                for k2 in outstanding.keys():
+                    if k2[0] == dev[r] and lo <= k2[1] < hi:
+                        gone2.append(k2)
+                for k2 in gone2:
+                    p = outstanding.pop(k2)
+                    count[p] = count.get(p, 1) - 1
     return plug
 
 

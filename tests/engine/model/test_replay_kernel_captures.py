@@ -87,3 +87,28 @@ def test_bios_from_table_plug_rules_and_flushes():
     assert by_bs.plug.tolist() == [0, 0, 1]
     with pytest.raises(ModelConfigError):
         bios_from_table(t, make_dev(8, 16))
+
+
+def test_bios_from_table_unplug_and_insert_end_a_plug():
+    """G keeps a plug open until D, I or the thread's U on that queue; then a Q starts a new
+    plug. Without any of them the next Q shares the plug."""
+    from workers.events import (
+        ACT_GETRQ,
+        ACT_INSERT,
+        ACT_QUEUE,
+        ACT_UNPLUG_IO,
+        EventTable,
+        make_dev,
+    )
+
+    dev = make_dev(8, 0)
+    acts = [ACT_QUEUE, ACT_GETRQ, ACT_QUEUE, ACT_GETRQ, ACT_UNPLUG_IO, ACT_QUEUE, ACT_GETRQ,
+            ACT_INSERT, ACT_QUEUE, ACT_GETRQ]
+    secs = [0, 0, 8, 8, 0, 16, 16, 16, 24, 24]
+    t = EventTable.from_columns(time_ns=list(range(10)), dev=[dev] * 10, pid=[5] * 10,
+                                action=acts, sector=secs, nr_sectors=[8] * 10, rwbs=[1] * 10)
+    # D events exist elsewhere in real traces; add one unrelated D so the G/D rule applies
+    t = EventTable.concat([t, EventTable.from_columns(time_ns=[10], dev=[make_dev(8, 16)],
+                                                      pid=[5], action=[7], sector=[0],
+                                                      nr_sectors=[8], rwbs=[1])])
+    assert bios_from_table(t, dev).plug.tolist() == [0, 0, 1, 2]
