@@ -16,6 +16,7 @@ Without any of them, nothing is invented: limits stay empty and devices keep the
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -100,6 +101,11 @@ def _read_text(path: Path, name: str) -> str:
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
+def _plain_json(data: Any) -> Any:
+    """TOML dates and times become strings: manifests are stored as JSON with the results."""
+    return json.loads(json.dumps(data, default=str))
+
+
 def load_toml_manifest(path: Path, name: str, into: Manifest | None = None) -> Manifest:
     """Read ``blkreview.toml``.
 
@@ -108,7 +114,7 @@ def load_toml_manifest(path: Path, name: str, into: Manifest | None = None) -> M
     """
     m = into or Manifest()
     try:
-        data = tomllib.loads(_read_text(path, name))
+        data = _plain_json(tomllib.loads(_read_text(path, name)))
     except tomllib.TOMLDecodeError as exc:
         line = None
         mo = re.search(r"line (\d+)", str(exc))

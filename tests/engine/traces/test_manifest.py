@@ -86,3 +86,14 @@ def test_bad_manifest(tmp_path: Path, text: str, reason: str, line: int | None) 
         load_toml_manifest(p, "bundle.tar:blkreview.toml")
     assert reason in ei.value.reason and ei.value.path == "bundle.tar:blkreview.toml"
     assert ei.value.line == line
+
+
+def test_manifest_dates_become_strings(tmp_path: Path) -> None:
+    """TOML datetimes are kept as text so the manifest stores as JSON with the table."""
+    import json
+
+    p = tmp_path / "blkreview.toml"
+    p.write_text('kernel = "6.1"\n[workload]\nwhen = 2026-11-29T21:40:07Z\n')
+    m = load_toml_manifest(p, "blkreview.toml")
+    assert m.workload["when"] == "2026-11-29 21:40:07+00:00"
+    json.dumps(m.to_json())

@@ -175,3 +175,16 @@ def test_corrupt_zip_deflate_stream(tmp_path: Path) -> None:
     p.write_bytes(bytes(data))
     with pytest.raises(UnpackError, match="corrupt zip"):
         ingest([p], names=["b.zip"])
+
+
+def test_ingested_bundle_saves_as_npz(tmp_path: Path, data_dir: Path) -> None:
+    """The merged table of a bundle (meta: files, manifest, diagnostics) round-trips .npz."""
+    from workers.events import EventTable
+
+    members = {"demo.blktrace.0": (data_dir / "demo.blktrace.0").read_bytes(),
+               "demo.blktrace.1": (data_dir / "demo.blktrace.1").read_bytes(),
+               "blkreview.toml": (data_dir / "k61_raid5_blkreview.toml").read_bytes()}
+    result = ingest([_tar(tmp_path / "b.tar", members)], names=["b.tar"])
+    back = EventTable.from_bytes(result.table.to_bytes())
+    assert len(back) == 29 and back.meta["manifest"]["kernel"] == "6.1.0-57-amd64"
+    assert back.comms == result.table.comms
