@@ -27,6 +27,11 @@ Two entry points:
 Host costs (:class:`HostCosts`) are small fixed times: submitting one piece, a woken thread
 getting the CPU back, fio's turnaround between I/Os. They matter only in that a freed tag
 can be taken by a running newcomer before a woken waiter gets to it (barging).
+
+``simulate_jobs`` has two engines that produce the same events: ``python`` (the reference,
+written on :class:`~workers.model.sbitmap.TagQueue`, ``_Deadline`` and :class:`DeviceServer`)
+and ``numba`` (``_jobs_kernel``, the same loop over arrays, for large runs such as the
+numjobs-256 benchmark; tests compare the two column by column).
 """
 
 from __future__ import annotations
