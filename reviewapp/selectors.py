@@ -41,11 +41,14 @@ def comparison_get_for_user(*, pk: int, user: Any) -> Comparison:
     raise Http404("no such comparison")
 
 
-def side_bundles(comparison: Comparison) -> dict[str, list[TraceBundle]]:
-    return {
-        c.ROLE_BASELINE: list(comparison.baseline_bundles.order_by("pk")),
-        c.ROLE_PATCHED: list(comparison.patched_bundles.order_by("pk")),
-    }
+def side_bundles(comparison: Comparison, *, files: bool = False
+                 ) -> dict[str, list[TraceBundle]]:
+    """Each side's bundles in id order (``files``: with their TraceFiles prefetched)."""
+    base = comparison.baseline_bundles.order_by("pk")
+    patched = comparison.patched_bundles.order_by("pk")
+    if files:
+        base, patched = base.prefetch_related("files"), patched.prefetch_related("files")
+    return {c.ROLE_BASELINE: list(base), c.ROLE_PATCHED: list(patched)}
 
 
 def latest_job(bundle: TraceBundle) -> AnalysisJob | None:
@@ -61,22 +64,57 @@ def side_results(comparison: Comparison) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def comparison_jobs(comparison: Comparison) -> list[dict[str, Any]]:
-    """Latest job per bundle, for the progress box and the status endpoint."""
+def comparison_jobs(comparison: Comparison,
+                    bundles: dict[str, list[TraceBundle]] | None = None) -> list[dict[str, Any]]:
+    """Latest job per bundle, for the progress box and the status endpoint (4 queries)."""
+    bundles = bundles if bundles is not None else side_bundles(comparison)
+    ids = [b.pk for side in bundles.values() for b in side]
+    with_result = set(BundleResult.objects.filter(bundle_id__in=ids)
+                      .values_list("bundle_id", flat=True))
+    latest: dict[int, AnalysisJob] = {}
+    for job in AnalysisJob.objects.filter(bundle_id__in=ids).order_by("created", "pk"):
+        latest[job.bundle_id] = job
     rows = []
-    for side, bundles in side_bundles(comparison).items():
-        for bundle in bundles:
-            job = latest_job(bundle)
-            has_result = BundleResult.objects.filter(bundle=bundle).exists()
-            rows.append({"side": side, "bundle": bundle, "job": job, "has_result": has_result})
+    for side, side_list in bundles.items():
+        for bundle in side_list:
+            rows.append({"side": side, "bundle": bundle, "job": latest.get(bundle.pk),
+                         "has_result": bundle.pk in with_result})
     return rows
 
 
-def comparison_progress(comparison: Comparison) -> dict[str, Any]:
-    """The small JSON the page polls: overall state, progress and per-job details."""
+def status_of_rows(rows: list[dict[str, Any]]) -> str:
+    """Ready when every bundle has results, failed when any bundle's latest job failed."""
+    if not rows:
+        return c.COMPARISON_PENDING
+    states = []
+    for row in rows:
+        if row["has_result"]:
+            states.append(c.JOB_STATE_SUCCEEDED)
+        else:
+            states.append(row["job"].state if row["job"] else c.JOB_STATE_QUEUED)
+    if c.JOB_STATE_FAILED in states:
+        return c.COMPARISON_FAILED
+    if all(s == c.JOB_STATE_SUCCEEDED for s in states):
+        return c.COMPARISON_READY
+    if c.JOB_STATE_RUNNING in states or c.JOB_STATE_SUCCEEDED in states:
+        return c.COMPARISON_RUNNING
+    return c.COMPARISON_PENDING
+
+
+_UNSET: Any = object()
+
+
+def comparison_progress(comparison: Comparison,
+                        bundles: dict[str, list[TraceBundle]] | None = None,
+                        result: ComparisonResult | None = _UNSET) -> dict[str, Any]:
+    """The small JSON the page polls: overall state, progress and per-job details.
+
+    ``bundles`` and ``result`` may be passed in when the caller has them already.
+    """
     jobs = []
     total = 0
-    for row in comparison_jobs(comparison):
+    rows = comparison_jobs(comparison, bundles)
+    for row in rows:
         job: AnalysisJob | None = row["job"]
         if row["has_result"]:
             progress, state = 100, c.JOB_STATE_SUCCEEDED
@@ -90,11 +128,10 @@ def comparison_progress(comparison: Comparison) -> dict[str, Any]:
             "state": state, "progress": progress, "message": job.message if job else "",
             "error": job.error if job and state == c.JOB_STATE_FAILED else "",
         })
-    from reviewapp.services.jobs import comparison_status_of
-
-    status = comparison_status_of(comparison)
+    status = status_of_rows(rows)
     done = status in (c.COMPARISON_READY, c.COMPARISON_FAILED)
-    result = comparison_result(comparison)
+    if result is _UNSET:
+        result = comparison_result(comparison)
     step = None
     if result is not None:
         step = {"state": result.state, "progress": result.progress, "message": result.message,

@@ -140,23 +140,9 @@ def job_store_results(*, job_id: int, results: dict[str, Any], ingest: dict[str,
 
 def comparison_status_of(comparison: Comparison) -> str:
     """Ready when every bundle has results, failed when any bundle's latest job failed."""
-    bundles = list(comparison.baseline_bundles.all()) + list(comparison.patched_bundles.all())
-    if not bundles:
-        return c.COMPARISON_PENDING
-    states = []
-    for bundle in bundles:
-        if BundleResult.objects.filter(bundle=bundle).exists():
-            states.append(c.JOB_STATE_SUCCEEDED)
-            continue
-        latest = bundle.jobs.order_by("-created", "-pk").first()
-        states.append(latest.state if latest else c.JOB_STATE_QUEUED)
-    if c.JOB_STATE_FAILED in states:
-        return c.COMPARISON_FAILED
-    if all(s == c.JOB_STATE_SUCCEEDED for s in states):
-        return c.COMPARISON_READY
-    if c.JOB_STATE_RUNNING in states or c.JOB_STATE_SUCCEEDED in states:
-        return c.COMPARISON_RUNNING
-    return c.COMPARISON_PENDING
+    from reviewapp.selectors import comparison_jobs, status_of_rows
+
+    return status_of_rows(comparison_jobs(comparison))
 
 
 def comparison_refresh_status(*, comparison: Comparison) -> str:

@@ -16,7 +16,6 @@ from reviewapp.selectors import (
     chart_index,
     chart_payload,
     comparison_get_for_user,
-    comparison_jobs,
     comparison_progress,
     comparison_result,
     side_bundles,
@@ -75,12 +74,12 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
     figures = {f"{d.dev}|{key}": fig for d in devices for key, fig in d.figures.items()}
     thread = comparison.threads.order_by("created", "pk").first()
     comments = list(thread.comments.select_related("author")) if thread else []
+    bundles = side_bundles(comparison, files=True)
     return render(request, "reviewapp/comparison.html", {
         "comparison": comparison,
         "patch": comparison.patch,
-        "bundles": side_bundles(comparison),
-        "jobs": comparison_jobs(comparison),
-        "progress": comparison_progress(comparison),
+        "bundles": bundles,
+        "progress": comparison_progress(comparison, bundles, result),
         "devices": devices,
         "figures": figures,
         "comments": comments,
