@@ -22,7 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from workers.analyzers.common import SELECTABLE_STAGES, StageMatcher, stage_rows
+from workers.analyzers.common import (
+    SELECTABLE_STAGES,
+    StageMatcher,
+    rows_by_device,
+    stage_rows,
+)
 from workers.analyzers.fragmentation import fragmentation
 from workers.analyzers.latency import latencies
 from workers.analyzers.lba import lba_scatter
@@ -74,9 +79,10 @@ class AnalyzeConfig:
             raise ValueError("time_bins and lba_max_points must be >= 1, first_n >= 0")
 
 
-def _action_counts(table: EventTable, dev: int) -> dict[str, int]:
-    codes, counts = np.unique(table.action[table.dev == dev], return_counts=True)
-    return {ACTION_LETTERS.get(int(c), str(int(c))): int(n) for c, n in zip(codes, counts)}
+def _action_counts(table: EventTable, rows: np.ndarray[Any, Any]) -> dict[str, int]:
+    counts = np.bincount(table.action[rows], minlength=256)
+    return {ACTION_LETTERS.get(int(c), str(int(c))): int(counts[c])
+            for c in np.flatnonzero(counts)}
 
 
 @dataclass(frozen=True)
@@ -91,11 +97,11 @@ class _Context:
 
 
 def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
-                   ctx: _Context) -> dict[str, Any]:
-    """All sections for one device."""
-    sr = stage_rows(table, dev, config.stage)
-    series = time_series(table, dev, sr.rows, ctx.t0, ctx.bin_ns, ctx.nbins)
-    series["iostat"] = iostat_row(table, dev, ctx.matcher, ctx.interval_ns)
+                   ctx: _Context, dev_rows: np.ndarray[Any, Any]) -> dict[str, Any]:
+    """All sections for one device (``dev_rows``: its rows in the table)."""
+    sr = stage_rows(table, dev, config.stage, dev_rows=dev_rows)
+    series = time_series(table, dev, sr.rows, ctx.t0, ctx.bin_ns, ctx.nbins, dev_rows=dev_rows)
+    series["iostat"] = iostat_row(table, dev, ctx.matcher, ctx.interval_ns, dev_rows=dev_rows)
     series["mb_per_s"] = series["total_mb"] / (ctx.interval_ns / 1e9) if ctx.interval_ns else 0.0
     series["iops"] = series["total_ios"] / (ctx.interval_ns / 1e9) if ctx.interval_ns else 0.0
     return {
@@ -105,11 +111,11 @@ def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
         "fallback": sr.fallback,
         "events": int(len(sr.rows)),
         "zero_length": sr.zero_length,
-        "actions": _action_counts(table, dev),
+        "actions": _action_counts(table, dev_rows),
         "seek": seek_for_rows(table, sr).to_json(),
         "sizes": size_stats(table, sr, qs=config.percentiles).to_json(),
         "fragmentation": fragmentation(table, sr, max_sectors=config.max_sectors,
-                                       chunk_sectors=config.chunk_sectors),
+                                       chunk_sectors=config.chunk_sectors, dev_rows=dev_rows),
         "throughput": series,
         "latency": latencies(table, dev, ctx.matcher, config.percentiles),
         "ordering": ordering(table, sr, first_n=config.first_n),
@@ -146,7 +152,8 @@ def analyze(table: EventTable, *, config: AnalyzeConfig | None = None,
     if span and span % bin_ns == 0:
         nbins += 1  # the last event sits exactly on the end edge
     ctx = _Context(StageMatcher(table), t0, span, bin_ns, nbins)
-    devices = {dev_str(d): analyze_device(table, d, config, ctx) for d in devs}
+    by_dev = rows_by_device(table, devs)
+    devices = {dev_str(d): analyze_device(table, d, config, ctx, by_dev[d]) for d in devs}
     remaps = remap_order(table, first_n=config.first_n)
     rows = {k: v["throughput"]["iostat"] for k, v in devices.items()}
     names = {k: v["name"] for k, v in devices.items()}

@@ -68,8 +68,30 @@ def time_order(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.
     return rows[np.argsort(t, kind="stable")]
 
 
+def device_rows(table: EventTable, dev: int) -> npt.NDArray[np.intp]:
+    """Row indices of one device, in table order."""
+    return np.flatnonzero(table.dev == dev)
+
+
+def rows_by_device(table: EventTable, devs: list[int]) -> dict[int, npt.NDArray[np.intp]]:
+    """Row indices of each device (table order), found in one pass per device or one sort.
+
+    Every analyzer of a device works on these rows instead of scanning the whole table again.
+    """
+    if len(devs) <= 16:
+        return {d: device_rows(table, d) for d in devs}
+    order = np.argsort(table.dev, kind="stable")
+    sdev = table.dev[order]
+    out: dict[int, npt.NDArray[np.intp]] = {}
+    for d in devs:
+        lo, hi = np.searchsorted(sdev, [d, d + 1])
+        out[d] = order[lo:hi]
+    return out
+
+
 def stage_rows(table: EventTable, dev: int, stage: str | None = None, *,
-               keep_zero_length: bool = False) -> StageRows:
+               keep_zero_length: bool = False,
+               dev_rows: npt.NDArray[np.intp] | None = None) -> StageRows:
     """Rows of ``dev`` at ``stage`` (None: D, else I, G, Q), time-ordered.
 
     Args:
@@ -78,18 +100,20 @@ def stage_rows(table: EventTable, dev: int, stage: str | None = None, *,
         stage: one of :data:`SELECTABLE_STAGES`, or None for the default fallback.
         keep_zero_length: keep requests of 0 sectors (flushes); analyzers of positions and
             sizes drop them because a bare flush has no position (blkparse prints no sector).
+        dev_rows: the device's rows if already known (saves a scan of the table).
 
     Raises:
         ValueError: for a stage letter that is not selectable.
     """
     if stage is not None and stage not in SELECTABLE_STAGES:
         raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(SELECTABLE_STAGES)}")
-    on_dev = table.dev == dev
+    base = device_rows(table, dev) if dev_rows is None else dev_rows
+    act = table.action[base]
     candidates = (stage,) if stage else STAGE_FALLBACK
     used: str | None = None
     rows = np.empty(0, dtype=np.intp)
     for letter in candidates:
-        r = np.flatnonzero(on_dev & (table.action == ACTION_CODES[letter]))
+        r = base[act == ACTION_CODES[letter]]
         if len(r):
             used, rows = letter, r
             break
@@ -163,7 +187,9 @@ class StageMatcher:
         sel = np.flatnonzero(np.isin(table.action, codes) & (table.nr_sectors > 0))
         sel = time_order(table, sel)
         self._table = table
-        devs, dev_idx = np.unique(table.dev[sel], return_inverse=True)
+        sel_dev = table.dev[sel]
+        devs = np.unique(sel_dev)  # few values: hashed, no sort of the whole column
+        dev_idx = np.searchsorted(devs, sel_dev)
         key = (dev_idx.astype(np.uint64) << np.uint64(56)) | (
             table.sector[sel] & np.uint64((1 << 56) - 1))
         order = np.argsort(key, kind="stable")
@@ -177,6 +203,8 @@ class StageMatcher:
         self._action = table.action[self.rows]
         self._last: dict[str, npt.NDArray[np.int64]] = {}
         self._pairs: dict[tuple[str, str], tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]] = {}
+        self._by_dev: dict[tuple[str, str], dict[int, tuple[npt.NDArray[np.intp],
+                                                             npt.NDArray[np.intp]]]] = {}
 
     def _last_pos(self, stage: str) -> npt.NDArray[np.int64]:
         if stage not in self._last:
@@ -192,6 +220,25 @@ class StageMatcher:
             self._pairs[(a, b)] = self._match(a, b)
         return self._pairs[(a, b)]
 
+    def pairs_for(self, a: str, b: str, dev: int
+                  ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+        """:meth:`pairs` of one device (split once per stage pair, by the B event's device)."""
+        if (a, b) not in self._by_dev:
+            ra, rb = self.pairs(a, b)
+            dv = self._table.dev[rb]
+            order = np.argsort(dv, kind="stable")
+            sdv = dv[order]
+            split: dict[int, tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]] = {}
+            if len(sdv):
+                starts = np.r_[0, np.flatnonzero(sdv[1:] != sdv[:-1]) + 1]
+                ends = np.r_[starts[1:], len(sdv)]
+                for s, e in zip(starts, ends):
+                    idx = order[s:e]
+                    split[int(sdv[s])] = (ra[idx], rb[idx])
+            self._by_dev[(a, b)] = split
+        empty = np.empty(0, dtype=np.intp)
+        return self._by_dev[(a, b)].get(int(dev), (empty, empty))
+
     def _match(self, a: str, b: str) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
         bpos = np.flatnonzero(self._action == ACTION_CODES[b])
         if a == b or len(bpos) == 0:
@@ -203,6 +250,9 @@ class StageMatcher:
         ok = apos >= 0
         bpos, apos = bpos[ok], apos[ok]
         if len(apos):
-            _, first = np.unique(apos, return_index=True)
+            # apos never decreases (positions run through key groups in order and, inside a
+            # group, the last A before a later B is at least the last A before an earlier B),
+            # so the first B of each A is where apos changes
+            first = np.r_[True, apos[1:] != apos[:-1]]
             bpos, apos = bpos[first], apos[first]
         return self.rows[apos], self.rows[bpos]

@@ -86,7 +86,8 @@ def resolve_chunk(table: EventTable, dev: int, configured: int | None
 
 
 def fragmentation(table: EventTable, sr: StageRows, *, max_sectors: int | None = None,
-                  chunk_sectors: int | None = None) -> dict[str, Any]:
+                  chunk_sectors: int | None = None,
+                  dev_rows: np.ndarray[Any, Any] | None = None) -> dict[str, Any]:
     """Fragmentation numbers of one device at its stage (see the module docstring)."""
     rows = sr.rows
     sec = table.sector[rows].astype(np.int64)
@@ -114,8 +115,8 @@ def fragmentation(table: EventTable, sr: StageRows, *, max_sectors: int | None =
                 "start_share": float(np.count_nonzero(sec % step == 0) / n),
                 "end_share": float(np.count_nonzero((sec + nr) % step == 0) / n)}
 
-    on = table.dev == sr.dev
-    counts = np.bincount(table.action[on], minlength=256)
+    base = np.flatnonzero(table.dev == sr.dev) if dev_rows is None else dev_rows
+    counts = np.bincount(table.action[base], minlength=256)
     nq = int(counts[ACT_QUEUE])
     nx = int(counts[ACT_SPLIT])
     nd = int(counts[ACTION_CODES["D"]])

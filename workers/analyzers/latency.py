@@ -50,8 +50,7 @@ def latencies(table: EventTable, dev: int, matcher: StageMatcher,
     """``{"Q2G": {...}, ..., "Q2C": {...}}`` for one device (pairs on that device only)."""
     out: dict[str, Any] = {}
     for a, b in LATENCY_PAIRS:
-        ra, rb = matcher.pairs(a, b)
-        keep = table.dev[rb] == dev
-        dt = table.time_ns[rb[keep]] - table.time_ns[ra[keep]]
+        ra, rb = matcher.pairs_for(a, b, dev)
+        dt = table.time_ns[rb] - table.time_ns[ra]
         out[f"{a}2{b}"] = distribution(dt.astype(np.int64), qs)
     return out

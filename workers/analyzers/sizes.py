@@ -81,7 +81,12 @@ def size_stats_from_arrays(nr_sectors: npt.NDArray[Any], rwbs: npt.NDArray[Any],
     k = log2_bucket(n >> 1)  # whole KB, bucket edges as in the seek histogram
     counts = np.bincount(k)
     edges = tuple([0] + [1 << i for i in range(len(counts))])
-    values, vc = np.unique(n, return_counts=True)
+    if int(n.max()) < (1 << 22):  # sizes are small integers: count them without sorting
+        bc = np.bincount(n)
+        values = np.flatnonzero(bc)
+        vc = bc[values]
+    else:
+        values, vc = np.unique(n, return_counts=True)
     order = np.lexsort((values, -vc))[:max_exact]
     exact_s = tuple(int(v) for v in values[order])
     exact_c = tuple(int(c) for c in vc[order])

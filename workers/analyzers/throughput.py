@@ -83,11 +83,12 @@ def union_length(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> 
     return int(np.clip(covered, 0, None).sum())
 
 
-def iostat_row(table: EventTable, dev: int, matcher: StageMatcher, interval_ns: int
-               ) -> dict[str, float]:
+def iostat_row(table: EventTable, dev: int, matcher: StageMatcher, interval_ns: int, *,
+               dev_rows: npt.NDArray[np.intp] | None = None) -> dict[str, float]:
     """One device's iostat -x-like row (see the module docstring for each column)."""
-    on = table.dev == dev
-    c_rows = np.flatnonzero(on & (table.action == ACT_COMPLETE) & (table.nr_sectors > 0))
+    base = np.flatnonzero(table.dev == dev) if dev_rows is None else dev_rows
+    act = table.action[base]
+    c_rows = base[(act == ACT_COMPLETE) & (table.nr_sectors[base] > 0)]
     # a zero-length interval (one event, or all at one instant) has no rate: report 0
     secs = interval_ns / 1e9 if interval_ns > 0 else math.inf
     direction = _direction(table.rwbs[c_rows])
@@ -96,9 +97,7 @@ def iostat_row(table: EventTable, dev: int, matcher: StageMatcher, interval_ns: 
     # start of each completed request: G, else Q (bio-based devices)
     start = np.full(len(c_rows), -1, dtype=np.int64)
     for a in ("Q", "G"):  # G overrides Q where both matched
-        ra, rb = matcher.pairs(a, "C")
-        keep = table.dev[rb] == dev
-        ra, rb = ra[keep], rb[keep]
+        ra, rb = matcher.pairs_for(a, "C", dev)
         idx = np.searchsorted(c_rows, rb)
         ok = (idx < len(c_rows))
         ok[ok] &= c_rows[idx[ok]] == rb[ok]
@@ -106,7 +105,7 @@ def iostat_row(table: EventTable, dev: int, matcher: StageMatcher, interval_ns: 
     has_start = start >= 0
     wait_ns = np.where(has_start, table.time_ns[c_rows] - start, 0)
 
-    merges = np.flatnonzero(on & np.isin(table.action, (ACT_BACKMERGE, ACT_FRONTMERGE)))
+    merges = base[(act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)]
     mdir = _direction(table.rwbs[merges])
 
     row: dict[str, float] = {}
@@ -126,10 +125,9 @@ def iostat_row(table: EventTable, dev: int, matcher: StageMatcher, interval_ns: 
     row["aqu-sz"] = float(wait_ns[has_start].sum() / interval_ns) if interval_ns > 0 else 0.0
 
     # %util: union of [D, C) (or [Q, C) without D) intervals
-    a = "D" if bool(np.any(on & (table.action == ACTION_CODES["D"]))) else "Q"
-    ra, rb = matcher.pairs(a, "C")
-    keep = table.dev[rb] == dev
-    busy = union_length(table.time_ns[ra[keep]], table.time_ns[rb[keep]])
+    a = "D" if bool(np.any(act == ACTION_CODES["D"])) else "Q"
+    ra, rb = matcher.pairs_for(a, "C", dev)
+    busy = union_length(table.time_ns[ra], table.time_ns[rb])
     row["%util"] = min(100.0, 100.0 * busy / interval_ns) if interval_ns > 0 else 0.0
     row["ios"] = float(len(c_rows))
     row["matched_start"] = float(int(has_start.sum()))
@@ -175,10 +173,11 @@ def mean_rows(rows: Mapping[str, Mapping[str, float]], names: Mapping[str, str],
 
 
 def time_series(table: EventTable, dev: int, stage_rows: npt.NDArray[np.intp], t0: int,
-                bin_ns: int, nbins: int) -> dict[str, Any]:
+                bin_ns: int, nbins: int, *, dev_rows: npt.NDArray[np.intp] | None = None
+                ) -> dict[str, Any]:
     """MB/s and IOPS per bin for one device: completions (C) if any, else the stage rows."""
-    c_rows = np.flatnonzero((table.dev == dev) & (table.action == ACT_COMPLETE)
-                            & (table.nr_sectors > 0))
+    base = np.flatnonzero(table.dev == dev) if dev_rows is None else dev_rows
+    c_rows = base[(table.action[base] == ACT_COMPLETE) & (table.nr_sectors[base] > 0)]
     rows, source = (c_rows, "C") if len(c_rows) else (stage_rows, "stage")
     b = np.clip((table.time_ns[rows] - t0) // bin_ns, 0, nbins - 1).astype(np.int64)
     w = (table.rwbs[rows] & RWBS_WRITE) != 0
