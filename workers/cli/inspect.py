@@ -90,7 +90,9 @@ def print_report(rep: dict[str, Any], out: TextIO) -> None:
             name = f" ({d['name']})" if d["name"] and d["name"] != d["dev"] else ""
             acts = "  ".join(f"{k} {v:,}" for k, v in d["actions"].items())
             stage = f", analyzed at {d['analysis_stage']}" if d["analysis_stage"] else ""
-            out.write(f"  {d['dev']}{name}: {d['events']:,} events{stage}\n    {acts}\n")
+            out.write(f"  {d['dev']}{name}: {d['events']:,} events{stage}\n")
+            if acts:
+                out.write(f"    {acts}\n")
             if d["limits"]:
                 keys = ("max_sectors_kb", "nr_requests", "scheduler", "rotational")
                 lim = ", ".join(f"{k}={d['limits'][k]}" for k in keys if k in d["limits"])

@@ -197,7 +197,10 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
     if table.time_known and len(tables) > 1:
         table = table.sorted_by_time()
     if manifest is not None:
-        table.devices.update(manifest.device_infos(table.device_ids(), table.devices))
+        import numpy as np
+
+        traced = [int(d) for d in np.unique(table.dev)]
+        table.devices.update(manifest.device_infos(traced, table.devices))
         table.meta["manifest"] = manifest.to_json()
     table.meta["files"] = [r.to_json() for r in reports]
     return Ingest(table=table, summaries=summaries, manifest=manifest, files=reports,

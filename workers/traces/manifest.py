@@ -73,14 +73,15 @@ class Manifest:
 
     def device_infos(self, dev_ids: Iterable[int],
                      known: Mapping[int, DeviceInfo]) -> dict[int, DeviceInfo]:
-        """DeviceInfo for every device id, with names and limits merged in."""
+        """DeviceInfo for the given devices (those with events), names and limits merged in.
+
+        Devices the manifest names but the traces never show are not added: analyzers report
+        every device of the table, and an untraced member has nothing to report. They stay
+        available in the manifest itself (``limits``, ``stack``) for the replay model.
+        """
         names_by_dev = {v: k for k, v in self.devices.items()}
         out: dict[int, DeviceInfo] = {}
-        ids = set(dev_ids) | {parse_dev(v) for v in self.devices.values()}
-        for key in self.limits:
-            if _DEV_TEXT_RE.match(key):
-                ids.add(parse_dev(key))
-        for dev in sorted(ids):
+        for dev in sorted(set(dev_ids)):
             old = known.get(dev)
             name = (old.name if old and old.name else "") or names_by_dev.get(dev_str(dev), "")
             limits = dict(old.limits) if old else {}

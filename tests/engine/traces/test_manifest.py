@@ -97,3 +97,13 @@ def test_manifest_dates_become_strings(tmp_path: Path) -> None:
     m = load_toml_manifest(p, "blkreview.toml")
     assert m.workload["when"] == "2026-11-29 21:40:07+00:00"
     json.dumps(m.to_json())
+
+
+def test_untraced_manifest_devices_not_added(tmp_path: Path, data_dir: Path) -> None:
+    """Only traced devices get DeviceInfo; the manifest keeps the others' limits."""
+    trace = tmp_path / "t.txt"
+    trace.write_text("254,0 0 1 0.000000001 843 D R 0 + 1024 [dd]\n")
+    result = ingest([trace, data_dir / "k61_raid5_blkreview.toml"])
+    assert result.table.device_ids() == [make_dev(254, 0)]
+    assert result.table.devices[make_dev(254, 0)].limits["max_sectors_kb"] == 1280
+    assert result.manifest is not None and "254,112" in result.manifest.limits
