@@ -40,3 +40,23 @@ def test_analyze_empty_table() -> None:
     """An empty table gives no devices and no error."""
     res = analyze(EventTable.empty())
     assert res["devices"] == {} and res["events"] == 0
+
+
+def test_results_are_strict_json_for_edge_cases() -> None:
+    """Empty, single-request, flush-only and unsorted tables give strict JSON (no NaN/inf)."""
+    from analyzer_helpers import requests
+
+    from workers.compare import compare
+
+    cases = [
+        EventTable.empty(),
+        stream([100], 8),
+        stream([0, 0], 0),  # flushes only
+        requests([(0, 8, "R", {"Q": 5000, "D": 9000, "C": 1000})]),  # C before D: unsorted
+        EventTable.concat([stream([0, 8, 16], 8), stream([4], 8, action="C")]),
+    ]
+    results = [analyze(t) for t in cases]
+    for r in results:
+        json.dumps(r, allow_nan=False)
+    json.dumps(compare(results[:2], results[2:]), allow_nan=False)
+    json.dumps(compare([results[1]], [results[1]]), allow_nan=False)
