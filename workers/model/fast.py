@@ -6,7 +6,7 @@ several times what ``blkparse`` needs to read the result back (issue 4's speed t
 module runs the same algorithm over preallocated int64 arrays inside one ``@njit`` loop.
 
 Scope (``eligible``): a plain disk, or one md raid0 / raid5 level over plain disks; READ/WRITE
-bios (no discards); scheduler ``none`` on every disk; single-zone raid0. Anything else goes to the
+bios (no discards); scheduler ``none`` or the mq-deadline-like elevator; single-zone raid0. Anything else goes to the
 Python engine. ``tests/engine/model/test_fast.py`` checks both engines produce identical tables
 on random inputs, stacks and policies.
 
@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+from numba import njit, types
+from numba.typed import Dict
 
 from workers.events import (
     ACT_BACKMERGE,
@@ -52,12 +53,13 @@ NBF = 13
 P_NODE, P_SEC, P_NR, P_RWBS, P_REM, P_UP, P_PID = range(7)
 NPF = 7
 # request fields
-R_NODE, R_SEC, R_NR, R_OP, R_RWBS, R_NOMERGE, R_NSEGS, R_PID, R_BHEAD, R_BTAIL, R_NEXT = range(11)
-NRF = 11
+(R_NODE, R_SEC, R_NR, R_OP, R_RWBS, R_NOMERGE, R_NSEGS, R_PID, R_BHEAD, R_BTAIL, R_NEXT, R_RID,
+ R_TINS, R_FPREV, R_FNEXT) = range(15)
+NRF = 15
 # scalar state
 (S_NOW, S_HSEQ, S_RID, S_EVN, S_BL0H, S_BL0T, S_BL1H, S_BL1T, S_PLN, S_MULTI, S_BFREE, S_PFREE,
- S_RFREE, S_HN, S_NREQ, S_ERR) = range(16)
-NS = 16
+ S_RFREE, S_HN, S_NREQ, S_ERR, S_HASELV) = range(17)
+NS = 17
 # policy codes
 POL_HEAD, POL_CLEARED, POL_ORDER, POL_CAND, POL_CHECK, POL_MAXCNT, POL_STEP, POL_THINK = range(8)
 ORDER_FIFO_SORTED, ORDER_LIFO, ORDER_FIFO = 0, 1, 2
@@ -65,8 +67,8 @@ CAND_SCAN, CAND_NEWEST, CAND_OLDEST = 0, 1, 2
 # node codes
 KIND_DISK, KIND_RAID0, KIND_RAID5 = 0, 1, 2
 (L_MAXSEC, L_CHUNKSEC, L_PBS, L_LBS, L_MAXSEGS, L_SEGSIZE, L_NOMERGES, L_QD, L_KIND, L_DEV,
- L_CHUNK, L_DOFF, L_LAYOUT, L_NMEM) = range(14)
-NLF = 14
+ L_CHUNK, L_DOFF, L_LAYOUT, L_NMEM, L_ELV) = range(15)
+NLF = 15
 F_NOMERGE = 1
 EV_COMPLETE = 0
 EV_UNIT = 1
@@ -95,8 +97,6 @@ def eligible(bios_rwbs: npt.NDArray[np.int64], stack: Stack, limits: dict[int, Q
         if top.kind == "raid5" and top.layout not in _LAYOUTS:
             return False
     else:
-        return False
-    if any(limits[n.dev].has_elevator for n in stack.disks()):
         return False
     if len(bios_rwbs) and np.any(bios_rwbs & (RWBS_DISCARD | RWBS_SECURE | RWBS_WRITE_ZEROES)):
         return False
@@ -411,17 +411,221 @@ def _server_submit(SV: Any, SVU: Any, SVP: Any, node: int, t: int, sec: int, nr:
     return int(math.ceil(c))
 
 
+# --- the mq-deadline-like elevator (workers.model.elevator.DeadlineQueue) ------------------------
+READ_EXPIRE_NS = 500_000_000
+WRITE_EXPIRE_NS = 5_000_000_000
+FIFO_BATCH = 16
+WRITES_STARVED = 2
+# DS per node: next_pos read, next_pos write, batching, last_dir, starved, n, n_read, n_write
+DS_NP0, DS_NP1, DS_BATCH, DS_LAST, DS_STARVED, DS_N, DS_NR0, DS_NR1 = range(8)
+
+
+@njit(cache=True)
+def _dd_bisect(KS: Any, KR: Any, KN: Any, row: int, sector: int, rid: int) -> int:
+    lo = 0
+    hi = KN[row]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if KS[row, mid] < sector or (KS[row, mid] == sector and KR[row, mid] < rid):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _dd_add(R: Any, E: Any, node: int, rq: int, keep_fifo: bool) -> None:
+    KS, KR, KSL, KN, FH, FT, DS, BYEND, BYSTART = E
+    d = 0 if R[rq, R_OP] == 0 else 1
+    row = node * 2 + d
+    i = _dd_bisect(KS, KR, KN, row, R[rq, R_SEC], R[rq, R_RID])
+    n = KN[row]
+    for j in range(n, i, -1):
+        KS[row, j] = KS[row, j - 1]
+        KR[row, j] = KR[row, j - 1]
+        KSL[row, j] = KSL[row, j - 1]
+    KS[row, i] = R[rq, R_SEC]
+    KR[row, i] = R[rq, R_RID]
+    KSL[row, i] = rq
+    KN[row] = n + 1
+    if not keep_fifo:
+        R[rq, R_FNEXT] = -1
+        R[rq, R_FPREV] = FT[row]
+        if FT[row] >= 0:
+            R[FT[row], R_FNEXT] = rq
+        else:
+            FH[row] = rq
+        FT[row] = rq
+    BYEND[(node, R[rq, R_OP], R[rq, R_SEC] + R[rq, R_NR])] = rq
+    BYSTART[(node, R[rq, R_OP], R[rq, R_SEC])] = rq
+    DS[node, DS_N] += 1
+    DS[node, DS_NR0 + d] += 1
+
+
+@njit(cache=True)
+def _dd_remove(R: Any, E: Any, node: int, rq: int, old_sec: int, old_end: int,
+               drop_fifo: bool) -> None:
+    KS, KR, KSL, KN, FH, FT, DS, BYEND, BYSTART = E
+    d = 0 if R[rq, R_OP] == 0 else 1
+    row = node * 2 + d
+    i = _dd_bisect(KS, KR, KN, row, old_sec, R[rq, R_RID])
+    n = KN[row]
+    if i < n and KS[row, i] == old_sec and KR[row, i] == R[rq, R_RID]:
+        for j in range(i, n - 1):
+            KS[row, j] = KS[row, j + 1]
+            KR[row, j] = KR[row, j + 1]
+            KSL[row, j] = KSL[row, j + 1]
+        KN[row] = n - 1
+    op = R[rq, R_OP]
+    k1 = (node, op, old_end)
+    if k1 in BYEND and BYEND[k1] == rq:
+        del BYEND[k1]
+    k2 = (node, op, old_sec)
+    if k2 in BYSTART and BYSTART[k2] == rq:
+        del BYSTART[k2]
+    DS[node, DS_N] -= 1
+    DS[node, DS_NR0 + d] -= 1
+    if drop_fifo:
+        pv = R[rq, R_FPREV]
+        nx = R[rq, R_FNEXT]
+        if pv >= 0:
+            R[pv, R_FNEXT] = nx
+        else:
+            FH[row] = nx
+        if nx >= 0:
+            R[nx, R_FPREV] = pv
+        else:
+            FT[row] = pv
+
+
+@njit(cache=True)
+def _rq_merge(R: Any, B: Any, L: Any, front: int, back: int) -> bool:
+    """attempt_rq_merge: ``back`` continues ``front``."""
+    if R[front, R_NOMERGE] or R[back, R_NOMERGE] or R[front, R_OP] != R[back, R_OP] or \
+            R[front, R_SEC] + R[front, R_NR] != R[back, R_SEC]:
+        return False
+    node = R[front, R_NODE]
+    if R[front, R_NR] + R[back, R_NR] > _rq_max(L, node, R[front, R_SEC]):
+        return False
+    if R[front, R_NSEGS] + R[back, R_NSEGS] > L[node, L_MAXSEGS]:
+        return False
+    R[front, R_NR] += R[back, R_NR]
+    R[front, R_NSEGS] += R[back, R_NSEGS]
+    B[R[front, R_BTAIL], B_NEXT] = R[back, R_BHEAD]
+    R[front, R_BTAIL] = R[back, R_BTAIL]
+    return True
+
+
+@njit(cache=True)
+def _dd_insert(R: Any, B: Any, FR: Any, S: Any, L: Any, E: Any, node: int, rq: int,
+               t: int) -> None:
+    BYEND = E[7]
+    key = (node, R[rq, R_OP], R[rq, R_SEC])
+    if key in BYEND:
+        prev = BYEND[key]
+        if not R[prev, R_NOMERGE]:
+            old_s = R[prev, R_SEC]
+            old_e = old_s + R[prev, R_NR]
+            if _rq_merge(R, B, L, prev, rq):
+                _dd_remove(R, E, node, prev, old_s, old_e, False)
+                _dd_add(R, E, node, prev, True)
+                _release_slot(FR, S, S_RFREE, rq)
+                return
+    R[rq, R_TINS] = t
+    _dd_add(R, E, node, rq, False)
+
+
+@njit(cache=True)
+def _dd_bio_merge(R: Any, B: Any, L: Any, E: Any, node: int, b: int, nsegs: int) -> int:
+    BYEND = E[7]
+    BYSTART = E[8]
+    op = B[b, B_OP]
+    key = (node, op, B[b, B_SEC])
+    if key in BYEND:
+        rq = BYEND[key]
+        old_s = R[rq, R_SEC]
+        old_e = old_s + R[rq, R_NR]
+        kind = _merge(R, B, L, rq, b, nsegs)
+        if kind:
+            _dd_remove(R, E, node, rq, old_s, old_e, False)
+            _dd_add(R, E, node, rq, True)
+            return kind
+    key2 = (node, op, B[b, B_SEC] + B[b, B_NR])
+    if key2 in BYSTART:
+        rq = BYSTART[key2]
+        old_s = R[rq, R_SEC]
+        old_e = old_s + R[rq, R_NR]
+        kind = _merge(R, B, L, rq, b, nsegs)
+        if kind:
+            _dd_remove(R, E, node, rq, old_s, old_e, False)
+            _dd_add(R, E, node, rq, True)
+            return kind
+    return 0
+
+
+@njit(cache=True)
+def _dd_next_in_sweep(E: Any, node: int, d: int) -> int:
+    KS, KR, KSL, KN, FH, FT, DS, BYEND, BYSTART = E
+    pos = DS[node, DS_NP0 + d]
+    if pos < 0:
+        return -1
+    row = node * 2 + d
+    i = _dd_bisect(KS, KR, KN, row, pos, -1)
+    if i >= KN[row]:
+        return -1
+    return int(KSL[row, i])
+
+
+@njit(cache=True)
+def _dd_pop(R: Any, E: Any, node: int, t: int) -> int:
+    KS, KR, KSL, KN, FH, FT, DS, BYEND, BYSTART = E
+    if DS[node, DS_N] == 0:
+        return -1
+    d = DS[node, DS_LAST]
+    rq = _dd_next_in_sweep(E, node, d) if DS[node, DS_NR0 + d] > 0 else -1
+    new_batch = True
+    if rq >= 0 and DS[node, DS_BATCH] < FIFO_BATCH:
+        new_batch = False
+    else:
+        reads = DS[node, DS_NR0] > 0
+        writes = DS[node, DS_NR1] > 0
+        d = 0 if reads and (not writes or DS[node, DS_STARVED] < WRITES_STARVED) else 1
+        rq = _dd_next_in_sweep(E, node, d)
+        head = FH[node * 2 + d]
+        expired = head >= 0 and t - R[head, R_TINS] >= (READ_EXPIRE_NS if d == 0
+                                                         else WRITE_EXPIRE_NS)
+        if expired or rq < 0:
+            rq = head
+    if new_batch:
+        if d == 0:
+            if DS[node, DS_NR1] > 0:
+                DS[node, DS_STARVED] += 1
+        else:
+            DS[node, DS_STARVED] = 0
+        DS[node, DS_BATCH] = 0
+        DS[node, DS_LAST] = d
+    _dd_remove(R, E, node, rq, R[rq, R_SEC], R[rq, R_SEC] + R[rq, R_NR], True)
+    DS[node, DS_BATCH] += 1
+    DS[node, DS_NP0 + d] = R[rq, R_SEC] + R[rq, R_NR]
+    return int(rq)
+
+
 @njit(cache=True)
 def _kick(R: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any, SVU: Any,
-          SVP: Any, node: int, t: int) -> None:
+          SVP: Any, E: Any, node: int, t: int) -> None:
     qd = L[node, L_QD]
     if qd < 1:
         qd = 1
-    while INF[node] < qd and Q[node, 0] >= 0:
-        rq = Q[node, 0]
-        Q[node, 0] = R[rq, R_NEXT]
-        if Q[node, 0] < 0:
-            Q[node, 1] = -1
+    elv = L[node, L_ELV]
+    DS = E[6]
+    while INF[node] < qd and ((elv and DS[node, DS_N] > 0) or (not elv and Q[node, 0] >= 0)):
+        if elv:
+            rq = _dd_pop(R, E, node, t)
+        else:
+            rq = Q[node, 0]
+            Q[node, 0] = R[rq, R_NEXT]
+            if Q[node, 0] < 0:
+                Q[node, 1] = -1
         _ev(EV, S, t, L[node, L_DEV], R[rq, R_PID], 7, R[rq, R_RWBS], R[rq, R_SEC], R[rq, R_NR],
             0, 0)
         c = _server_submit(SV, SVU, SVP, node, t, R[rq, R_SEC], R[rq, R_NR],
@@ -507,8 +711,8 @@ def _plug_merge(R: Any, B: Any, L: Any, PL: Any, S: Any, POL: Any, b: int, nsegs
 
 
 @njit(cache=True)
-def _flush(R: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any, SVU: Any,
-           SVP: Any, PL: Any, POL: Any, TMP: Any) -> None:
+def _flush(R: Any, B: Any, FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any,
+           SVU: Any, SVP: Any, E: Any, PL: Any, POL: Any, TMP: Any) -> None:
     n = S[S_PLN]
     if n == 0:
         return
@@ -531,11 +735,13 @@ def _flush(R: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any, S
                     dj = L[R[TMP[j], R_NODE], L_DEV]
             TMP[j + 1] = x
     S[S_MULTI] = 0
-    if not multi:
+    has_elv = S[S_HASELV]
+    S[S_HASELV] = 0
+    if not multi and not has_elv:
         node = R[TMP[0], R_NODE]
         for k in range(n):
             _qappend(R, Q, node, TMP[k])
-        _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, node, S[S_NOW])
+        _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, E, node, S[S_NOW])
         S[S_NOW] += POL[POL_STEP]
         return
     done = np.zeros(n, dtype=np.bool_)
@@ -552,8 +758,13 @@ def _flush(R: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any, S
         if order == ORDER_LIFO:
             idx.reverse()
         for rq in idx:
-            _qappend(R, Q, node, rq)
-        _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, node, S[S_NOW])
+            if L[node, L_ELV]:
+                _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], 12, R[rq, R_RWBS],
+                    R[rq, R_SEC], R[rq, R_NR], 0, 0)
+                _dd_insert(R, B, FR, S, L, E, node, rq, S[S_NOW])
+            else:
+                _qappend(R, Q, node, rq)
+        _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, E, node, S[S_NOW])
         S[S_NOW] += POL[POL_STEP]
 
 
@@ -569,8 +780,8 @@ def _qappend(R: Any, Q: Any, node: int, rq: int) -> None:
 
 @njit(cache=True)
 def _mq_submit(B: Any, FB: Any, P: Any, U: Any, R: Any, FR: Any, Q: Any, INF: Any, H: Any,
-               S: Any, L: Any, EV: Any, POL: Any, SV: Any, SVU: Any, SVP: Any, PL: Any, TMP: Any,
-               b: int) -> None:
+               S: Any, L: Any, EV: Any, POL: Any, SV: Any, SVU: Any, SVP: Any, E: Any, PL: Any,
+               TMP: Any, b: int) -> None:
     b = _split_to_limits(B, FB, P, U, S, L, EV, POL, b)
     node = B[b, B_NODE]
     u = L[node, L_SEGSIZE]
@@ -583,6 +794,8 @@ def _mq_submit(B: Any, FB: Any, P: Any, U: Any, R: Any, FR: Any, Q: Any, INF: An
         nsegs = 1
     if not B[b, B_FLAGS] & F_NOMERGE and L[node, L_NOMERGES] < 2:
         kind = _plug_merge(R, B, L, PL, S, POL, b, nsegs)
+        if not kind and L[node, L_ELV]:
+            kind = _dd_bio_merge(R, B, L, E, node, b, nsegs)
         if kind:
             _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 3 if kind == 2 else 2,
                 B[b, B_RWBS], B[b, B_SEC], B[b, B_NR], 0, 0)
@@ -602,6 +815,9 @@ def _mq_submit(B: Any, FB: Any, P: Any, U: Any, R: Any, FR: Any, Q: Any, INF: An
     R[rq, R_BHEAD] = b
     R[rq, R_BTAIL] = b
     R[rq, R_NEXT] = -1
+    R[rq, R_RID] = S[S_RID]
+    R[rq, R_FPREV] = -1
+    R[rq, R_FNEXT] = -1
     B[b, B_NEXT] = -1
     _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 4, B[b, B_RWBS], B[b, B_SEC], B[b, B_NR],
         0, 0)
@@ -615,9 +831,11 @@ def _mq_submit(B: Any, FB: Any, P: Any, U: Any, R: Any, FR: Any, Q: Any, INF: An
         if S[S_MULTI]:
             mc *= 4 if POL[POL_MAXCNT] <= 16 else 2
         if n >= mc or (L[node, L_NOMERGES] == 0 and R[last, R_NR] >= 256):
-            _flush(R, Q, INF, H, S, L, EV, SV, SVU, SVP, PL, POL, TMP)
+            _flush(R, B, FR, Q, INF, H, S, L, EV, SV, SVU, SVP, E, PL, POL, TMP)
     if last >= 0 and R[last, R_NODE] != node:
         S[S_MULTI] = 1
+    if L[node, L_ELV]:
+        S[S_HASELV] = 1
     PL[S[S_PLN]] = rq
     S[S_PLN] += 1
 
@@ -667,7 +885,7 @@ def _md_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any
 @njit(cache=True)
 def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: Any, FR: Any,
          Q: Any, INF: Any, H: Any, S: Any, L: Any, MEM: Any, EV: Any, POL: Any, SV: Any,
-         SVU: Any, SVP: Any, PL: Any, TMP: Any, top: int, bsec: Any, bnr: Any, bop: Any,
+         SVU: Any, SVP: Any, E: Any, PL: Any, TMP: Any, top: int, bsec: Any, bnr: Any, bop: Any,
          brwbs: Any, bflags: Any, bseg: Any, bpid: Any, btime: Any, margin_ev: int,
          margin_pool: int) -> int:
     """Run until the heap is empty (returns 0) or a buffer is low (returns 1: grow, call again)."""
@@ -675,7 +893,8 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
     while S[S_HN] > 0:
         if EV.shape[0] - S[S_EVN] < margin_ev or S[S_BFREE] < margin_pool or \
                 S[S_PFREE] < margin_pool or S[S_RFREE] < margin_pool or \
-                H.shape[0] - S[S_HN] < margin_pool:
+                H.shape[0] - S[S_HN] < margin_pool or \
+                E[0].shape[1] - np.max(E[3]) < margin_pool:
             return 1
         t, kind, payload = _heap_pop(H, S)
         if kind == EV_COMPLETE:
@@ -692,7 +911,7 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
                 _release_slot(FB, S, S_BFREE, b)
                 b = nb
             _release_slot(FR, S, S_RFREE, rq)
-            _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, node, t)
+            _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, E, node, t)
             continue
         u = payload
         th = U[u, 2]
@@ -700,6 +919,7 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
             S[S_NOW] = t
         S[S_PLN] = 0
         S[S_MULTI] = 0
+        S[S_HASELV] = 0
         sync = T[th, 3] > 0
         for i in range(UB[u, 0], UB[u, 1]):
             if not sync and btime[i] > S[S_NOW]:
@@ -723,8 +943,8 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
                     S[S_BL0T] = -1
                 k = L[q, L_KIND]
                 if k == KIND_DISK:
-                    _mq_submit(B, FB, P, U, R, FR, Q, INF, H, S, L, EV, POL, SV, SVU, SVP, PL,
-                               TMP, cur)
+                    _mq_submit(B, FB, P, U, R, FR, Q, INF, H, S, L, EV, POL, SV, SVU, SVP, E,
+                               PL, TMP, cur)
                 else:
                     _md_submit(B, FB, P, FP, U, T, UT, H, S, L, MEM, EV, POL, cur)
                 if bio_based:
@@ -766,7 +986,7 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
                     S[S_BL1T] = -1
                 cur = _pop0(B, S)
         U[u, 1] = 1
-        _flush(R, Q, INF, H, S, L, EV, SV, SVU, SVP, PL, POL, TMP)
+        _flush(R, B, FR, Q, INF, H, S, L, EV, SV, SVU, SVP, E, PL, POL, TMP)
         if U[u, 0] == 0:
             T[th, 2] -= 1
             if T[th, 3] > 0:
@@ -805,7 +1025,8 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
         L[i] = [lim.max_sectors, lim.chunk_sectors, lim.pbs_sectors, lim.lbs_sectors,
                 lim.max_segments, lim.max_segment_size, lim.nomerges, lim.queue_depth,
                 {"disk": KIND_DISK, "raid0": KIND_RAID0, "raid5": KIND_RAID5}[n.kind], n.dev,
-                n.chunk_sectors, n.data_offset, _LAYOUTS.get(n.layout, 0), len(n.members)]
+                n.chunk_sectors, n.data_offset, _LAYOUTS.get(n.layout, 0), len(n.members),
+                1 if lim.has_elevator else 0]
         for j, m in enumerate(n.members):
             MEM[i, j] = index[m.dev]
         if n.kind == "disk":
@@ -864,13 +1085,14 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     S = np.zeros(NS, dtype=np.int64)
     S[[S_BL0H, S_BL0T, S_BL1H, S_BL1T]] = -1
     S[S_BFREE] = S[S_PFREE] = S[S_RFREE] = cap
+    E = _new_elevator(nn, cap)
     # initial schedule (as replay(): every thread from time 0)
     for th in range(len(T)):
         _schedule(T, UT, H, S, th, 0)
     top = index[stack.top.dev]
     while True:
         status = _run(B, FB, P, FP, U, T, UT, UB, R, FR, Q, INF, H, S, L, MEM, EV, POL, SV, SVU,
-                      SVP, PL, TMP, top, sector, nr, ops, rwbs, flags, seg, pid, time_ns,
+                      SVP, E, PL, TMP, top, sector, nr, ops, rwbs, flags, seg, pid, time_ns,
                       margin_ev, margin_pool)
         if S[S_ERR]:
             raise RuntimeError("fast replay ran out of pool space")
@@ -886,6 +1108,8 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
             P, FP, S[S_PFREE] = _grow_pool(P, FP, int(S[S_PFREE]))
         if S[S_RFREE] < margin_pool:
             R, FR, S[S_RFREE] = _grow_pool(R, FR, int(S[S_RFREE]))
+        if E[0].shape[1] - int(np.max(E[3])) < margin_pool:
+            E = _grow_elevator(E)
         if H.shape[0] - S[S_HN] < margin_pool:
             H = _grow(H, H.shape[0])
     # write the server state back (the Python servers stay consistent for callers)
@@ -898,6 +1122,23 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     chunks.append(EV[:S[S_EVN]])
     rows = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
     return rows, int(S[S_NREQ])
+
+
+def _new_elevator(nn: int, cap: int) -> tuple[Any, ...]:
+    key = types.UniTuple(types.int64, 3)
+    return (np.zeros((2 * nn, cap), np.int64), np.zeros((2 * nn, cap), np.int64),
+            np.zeros((2 * nn, cap), np.int64), np.zeros(2 * nn, np.int64),
+            np.full(2 * nn, -1, np.int64), np.full(2 * nn, -1, np.int64),
+            np.tile(np.array([-1, -1, 0, 0, 0, 0, 0, 0], np.int64), (nn, 1)),
+            Dict.empty(key_type=key, value_type=types.int64),
+            Dict.empty(key_type=key, value_type=types.int64))
+
+
+def _grow_elevator(E: tuple[Any, ...]) -> tuple[Any, ...]:
+    KS, KR, KSL, KN, FH, FT, DS, BYEND, BYSTART = E
+    w = KS.shape[1]
+    grow = [np.concatenate([a, np.zeros_like(a)], axis=1) for a in (KS, KR, KSL)]
+    return (grow[0], grow[1], grow[2], KN, FH, FT, DS, BYEND, BYSTART) if w else E
 
 
 def _grow_pool(pool: npt.NDArray[np.int64], free: npt.NDArray[np.int64], nfree: int

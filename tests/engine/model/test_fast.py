@@ -7,7 +7,13 @@ from hypothesis import strategies as st
 
 from workers.errors import ModelConfigError
 from workers.events import RWBS_DISCARD, RWBS_READ, RWBS_SYNC, RWBS_WRITE
-from workers.model import BioStream, preset_for_kernel, replay, stack_from_spec
+from workers.model import (
+    BioStream,
+    preset_for_kernel,
+    replay,
+    stack_from_manifest,
+    stack_from_spec,
+)
 from workers.model.policy import CHOICES
 
 COLUMNS = ("time_ns", "seq", "dev", "pid", "action", "rwbs", "sector", "nr_sectors", "aux",
@@ -16,7 +22,10 @@ COLUMNS = ("time_ns", "seq", "dev", "pid", "action", "rwbs", "sector", "nr_secto
 STACKS = ["disk:max_sectors_kb=512,device=nvme", "disk:max_sectors_kb=64,max_segments=16,"
           "device=hdd,queue_depth=2", "raid5:disks=4,chunk=512k,md_max_sectors_kb=1024,device=nvme",
           "raid5:disks=8,chunk=64k,device=hdd,layout=right-asymmetric,queue_depth=4",
-          "raid0:disks=3,chunk=128k,device=sata_ssd", "raid0:disks=2,chunk=512k,device=nvme"]
+          "raid0:disks=3,chunk=128k,device=sata_ssd", "raid0:disks=2,chunk=512k,device=nvme",
+          "disk:device=hdd,scheduler=mq-deadline,queue_depth=2,max_sectors_kb=128",
+          "raid5:disks=4,chunk=64k,device=hdd,scheduler=mq-deadline,queue_depth=1",
+          "raid0:disks=2,chunk=64k,device=hdd,scheduler=mq-deadline,queue_depth=4"]
 
 
 def _same(a, b):
@@ -55,12 +64,13 @@ def test_fast_engine_equals_python_engine(stack, kernel, order, cand, nomerge, b
 
 
 def test_fast_engine_refuses_out_of_scope_cases():
-    """Discards and elevators stay on the Python engine; engine='fast' says so."""
+    """Discards and linear stacks stay on the Python engine; engine='fast' says so."""
     s = stack_from_spec("raid0:disks=2,chunk=512k,device=nvme")
     with pytest.raises(ModelConfigError):
         replay(BioStream.from_arrays([0], [4096], rwbs=RWBS_DISCARD), s,
                preset_for_kernel("6.1"), engine="fast")
-    s2 = stack_from_spec("disk:scheduler=mq-deadline")
+    s2 = stack_from_manifest({"stack": {"top": "9,0", "kind": "linear",
+                                        "members": ["8,0", "8,16"]}})
     with pytest.raises(ModelConfigError):
         replay(BioStream.from_arrays([0], [8]), s2, preset_for_kernel("6.1"), engine="fast")
     auto = replay(BioStream.from_arrays([0], [8]), s2, preset_for_kernel("6.1"))
@@ -75,7 +85,7 @@ def test_fast_engine_resumes_after_growing_its_buffers(monkeypatch):
     monkeypatch.setattr(fast, "MIN_POOL", 1)
     monkeypatch.setattr(fast, "MIN_EVENTS", 1)
     monkeypatch.setattr(fast, "MAX_EVENTS_BUFFER", 1)
-    s = stack_from_spec("raid5:disks=4,chunk=64k,device=hdd,queue_depth=1")
+    s = stack_from_spec("raid5:disks=4,chunk=64k,device=hdd,queue_depth=1,scheduler=mq-deadline")
     n = 3000
     stream = BioStream.from_arrays(np.arange(n) * 512, 512, time_ns=np.arange(n) * 10,
                                    plug=np.arange(n) // 4)
