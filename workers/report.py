@@ -54,16 +54,25 @@ def _side_text(side: Mapping[str, Any], heading: str, devices: Sequence[str] | N
         out.append(f"{n}) pieces of {top} across members: {r['remaps']} remaps, "
                    f"{r['out_of_order']} out of order ({100 * r['out_of_order_share']:.1f}%)")
         n += 1
+    # devices with the same histogram (the members of a striped array, typically) share a block
+    blocks: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
     for dev, d in devs.items():
         if devices and dev not in devices and d.get("name") not in devices:
             continue
         seek = d.get("seek")
         if not seek or not seek.get("cnt"):
             continue
-        label = d.get("name", dev)
-        label = f"{dev} ({label})" if label != dev else dev
-        out.append(f"{n}) io seek for {label}, {d.get('stage_note') or 'stage ' + str(d.get('stage'))}:")
-        out.append(SeekHistogram.from_json(seek).text().rstrip("\n"))
+        text = SeekHistogram.from_json(seek).text().rstrip("\n")
+        blocks.setdefault(f"{d.get('stage_note')}\n{text}", []).append((dev, d))
+    for key, members in blocks.items():
+        labels = []
+        for dev, d in members:
+            name = d.get("name", dev)
+            labels.append(f"{dev} ({name})" if name != dev else dev)
+        note, text = key.split("\n", 1)
+        who = labels[0] if len(labels) == 1 else f"{', '.join(labels)} (identical)"
+        out.append(f"{n}) io seek for {who}, {note}:")
+        out.append(text)
         n += 1
     return out
 
