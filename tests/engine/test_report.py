@@ -68,5 +68,5 @@ def test_report_check_reasons_and_two_devices() -> None:
     cmp = compare([side(10)], [side(20)])
     text = render_report(cmp)
     assert "Check: FAIL" in text and "drops more than 10%" in text
-    assert "io seek for 8,0" in text and "io seek for 8,16" in text
+    assert "io seek for 8,0, 8,16 (identical), stage D:" in text
     assert "8,* " in text  # the mean row of the two member disks
