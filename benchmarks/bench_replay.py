@@ -99,6 +99,30 @@ def run_contention(numjobs: int, count: int) -> None:
         print(f"  ratio simulate / blkparse = {t_sim / t_ref:.2f} (target <= 2)")
 
 
+def run_threads(numjobs: int, count: int) -> None:
+    """The same fio job group through ``replay`` itself: 256 synchronous threads on one HDD with
+    mq-deadline and 32 driver tags (requests queue for driver tags; the sbitmap scheduler-tag
+    sleep of seed 003 is the timing simulator's)."""
+    from workers.model import bios_from_workload
+
+    stack = stack_from_spec("disk:device=hdd,scheduler=mq-deadline,queue_depth=32,"
+                            "nr_requests=64,max_sectors_kb=128")
+    work = bios_from_workload(f"fio:rw=randwrite,bs=1m,numjobs={numjobs},size=1g,"
+                              f"offset_increment=1g,count={count}")
+    policy = preset_for_kernel("6.1")
+    replay(bios_from_workload("fio:rw=randwrite,bs=1m,numjobs=2,size=1g,count=1"), stack, policy)
+    t0 = time.perf_counter()
+    table = replay(work, stack, policy)
+    t_rep = time.perf_counter() - t0
+    t_ref = blkparse_seconds(table)
+    print(f"threads: replay of fio randwrite bs=1m numjobs={numjobs} count={count}, HDD, "
+          "mq-deadline, 32 driver tags")
+    print(f"  replay: {t_rep:.2f} s, {numjobs * count / t_rep:,.0f} bios/s, {len(table):,} events")
+    if t_ref is not None:
+        print(f"  blkparse -i - -o /dev/null on the prediction: {t_ref:.2f} s")
+        print(f"  ratio replay / blkparse = {t_rep / t_ref:.2f} (target <= 2)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -113,6 +137,7 @@ def main() -> int:
     run_raid5(args.bios, args.bio_kb, args.plug, args.kernel)
     if not args.skip_contention:
         run_contention(args.numjobs, args.count)
+        run_threads(args.numjobs, args.count)
     return 0
 
 
