@@ -36,7 +36,6 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -215,8 +214,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--clients", type=int, default=8, help="concurrent client threads")
     ap.add_argument("--seconds", type=float, default=20.0, help="load duration")
     ap.add_argument("--requests", type=int, default=4000, help="request budget")
-    ap.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
-    ap.add_argument("--threads", type=int, default=4, help="gunicorn threads per worker")
+    ap.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
+    ap.add_argument("--threads", type=int, default=1, help="gunicorn threads per worker")
     ap.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432")
     args = ap.parse_args(argv)
 

@@ -182,3 +182,16 @@ def chart_index(comparison: Comparison) -> dict[str, Any]:
 
 def chart_index_devices(comparison: Comparison) -> list[str]:
     return [d["dev"] for d in chart_index(comparison).get("devices", [])]
+
+
+def comparison_comments(comparison: Comparison) -> list[Any]:
+    """Comments of the comparison's first thread, oldest first, in one query."""
+    from django.db.models import OuterRef, Subquery
+
+    from reviewapp.models import Comment, Thread
+
+    first = Thread.objects.filter(comparison=OuterRef("thread__comparison")).order_by(
+        "created", "pk").values("pk")[:1]
+    return list(Comment.objects.filter(thread__comparison=comparison,
+                                       thread_id=Subquery(first))
+                .select_related("author").order_by("created", "pk"))

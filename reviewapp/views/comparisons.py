@@ -15,6 +15,7 @@ from reviewapp.forms import AddRunsForm, CommentForm, UploadForm
 from reviewapp.selectors import (
     chart_index,
     chart_payload,
+    comparison_comments,
     comparison_get_for_user,
     comparison_progress,
     comparison_result,
@@ -72,8 +73,7 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
     index = chart_index(comparison) if lazy else {}
     devices = [] if lazy else charts.comparison_view_model(side_results(comparison))
     figures = {f"{d.dev}|{key}": fig for d in devices for key, fig in d.figures.items()}
-    thread = comparison.threads.order_by("created", "pk").first()
-    comments = list(thread.comments.select_related("author")) if thread else []
+    comments = comparison_comments(comparison)
     bundles = side_bundles(comparison, files=True)
     return render(request, "reviewapp/comparison.html", {
         "comparison": comparison,
