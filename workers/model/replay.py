@@ -55,6 +55,10 @@ from workers.model.split import OP_READ, OP_WRITE, op_from_rwbs
 from workers.model.stack import Stack, all_limits
 from workers.model.submit import EV_COMPLETE, EV_UNIT, Engine, Unit
 
+#: ``engine="auto"`` uses the compiled engine from this many bios on (below it the Python
+#: engine is faster than loading, or on a cold cache compiling, the numba functions).
+FAST_MIN_BIOS = 5000
+
 #: Time a synchronous thread needs between one I/O's completion and the next submission.
 THINK_NS = 2_000
 
@@ -416,7 +420,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         record: False skips the event table (benchmarks of the state machine alone).
         engine: ``"python"`` (:class:`workers.model.submit.Engine`), ``"fast"`` (the compiled
             engine of :mod:`workers.model.fast`, same events; ModelConfigError when the case is
-            outside its scope) or ``"auto"`` (fast when eligible).
+            outside its scope) or ``"auto"`` (fast when eligible and at least
+            ``FAST_MIN_BIOS`` bios).
 
     Returns:
         An EventTable sorted by time with per-device seq numbers.
@@ -440,7 +445,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     if engine != "python":
         from workers.model import fast
 
-        if fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
+        big = len(sector) >= FAST_MIN_BIOS or engine == "fast"
+        if big and fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
             return _replay_fast(eng, bios, stack, policy, seed, record, sector, nr,
                                 seg, rwbs, pid, time_ns, plug)
         if engine == "fast":

@@ -23,19 +23,21 @@ def _load(name, tmp_path):
     return parse_file(text), manifest
 
 
-def _predict(name, tmp_path):
+def _predict(name, tmp_path, engine="auto"):
     real, manifest = _load(name, tmp_path)
     stack = stack_from_manifest(manifest)
     policy = preset_for_kernel(manifest["kernel"])
-    pred = replay(bios_from_table(real, stack.top.dev), stack, policy)
+    pred = replay(bios_from_table(real, stack.top.dev), stack, policy, engine=engine)
     return real, pred, stack
 
 
+@pytest.mark.parametrize("engine", ["python", "fast"])
 @pytest.mark.parametrize("name", CAPTURES)
-def test_capture_member_streams_split_points_and_cross_device_order(name, tmp_path):
+def test_capture_member_streams_split_points_and_cross_device_order(name, engine, tmp_path):
     """Fed the top device's Q events, the matching preset reproduces every D (sector, size,
-    order per member), the X split points and the interleaving across devices exactly."""
-    real, pred, stack = _predict(name, tmp_path)
+    order per member), the X split points and the interleaving across devices exactly, with
+    both engines."""
+    real, pred, stack = _predict(name, tmp_path, engine)
     real_d, pred_d = d_stream(real), d_stream(pred)
     for node in stack.disks():
         assert d_stream(pred, node.dev) == d_stream(real, node.dev), node.name
