@@ -29,7 +29,7 @@ from workers.analyzers.common import (
     stage_rows,
 )
 from workers.analyzers.fragmentation import fragmentation
-from workers.analyzers.latency import latencies
+from workers.analyzers.latency import LATENCY_PAIRS, distribution, latencies
 from workers.analyzers.lba import lba_scatter
 from workers.analyzers.ordering import ordering, remap_order
 from workers.analyzers.seek import SeekHistogram, seek_for_rows, seek_histogram
@@ -94,6 +94,7 @@ class _Context:
     interval_ns: int
     bin_ns: int
     nbins: int
+    timed: bool = True
 
 
 def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
@@ -101,6 +102,9 @@ def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
     """All sections for one device (``dev_rows``: its rows in the table)."""
     sr = stage_rows(table, dev, config.stage, dev_rows=dev_rows)
     series = time_series(table, dev, sr.rows, ctx.t0, ctx.bin_ns, ctx.nbins, dev_rows=dev_rows)
+    if not ctx.timed:
+        for k in ("read_mbps", "write_mbps", "read_iops", "write_iops"):
+            series[k] = []
     series["iostat"] = iostat_row(table, dev, ctx.matcher, ctx.interval_ns, dev_rows=dev_rows)
     series["mb_per_s"] = series["total_mb"] / (ctx.interval_ns / 1e9) if ctx.interval_ns else 0.0
     series["iops"] = series["total_ios"] / (ctx.interval_ns / 1e9) if ctx.interval_ns else 0.0
@@ -117,9 +121,12 @@ def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
         "fragmentation": fragmentation(table, sr, max_sectors=config.max_sectors,
                                        chunk_sectors=config.chunk_sectors, dev_rows=dev_rows),
         "throughput": series,
-        "latency": latencies(table, dev, ctx.matcher, config.percentiles),
+        "latency": (latencies(table, dev, ctx.matcher, config.percentiles) if ctx.timed
+                    else {f"{a}2{b}": distribution(np.zeros(0, dtype=np.int64), ())
+                          for a, b in LATENCY_PAIRS}),
         "ordering": ordering(table, sr, first_n=config.first_n),
-        "lba": lba_scatter(table, sr, ctx.t0, max_points=config.lba_max_points),
+        "lba": lba_scatter(table, sr, ctx.t0, max_points=config.lba_max_points,
+                           timed=ctx.timed),
     }
 
 
@@ -151,7 +158,10 @@ def analyze(table: EventTable, *, config: AnalyzeConfig | None = None,
     nbins = max(1, -(-span // bin_ns) if span else 1)
     if span and span % bin_ns == 0:
         nbins += 1  # the last event sits exactly on the end edge
-    ctx = _Context(StageMatcher(table), t0, span, bin_ns, nbins)
+    # without timestamps (ftrace lines quoted in a mail) order is known but time is not:
+    # no rates, no latencies, and the LBA scatter is drawn against issue order
+    ctx = _Context(StageMatcher(table), t0, span if table.time_known else 0, bin_ns, nbins,
+                   table.time_known)
     by_dev = rows_by_device(table, devs)
     devices = {dev_str(d): analyze_device(table, d, config, ctx, by_dev[d]) for d in devs}
     remaps = remap_order(table, first_n=config.first_n)

@@ -34,9 +34,13 @@ def decimate_minmax(values: npt.NDArray[np.int64], max_points: int) -> npt.NDArr
     return idx[idx < n]
 
 
-def lba_scatter(table: EventTable, sr: StageRows, t0: int, *, max_points: int = 20000
-                ) -> dict[str, Any]:
-    """Decimated ``t_s``, ``sector``, ``write`` lists for one device at its stage."""
+def lba_scatter(table: EventTable, sr: StageRows, t0: int, *, max_points: int = 20000,
+                timed: bool = True) -> dict[str, Any]:
+    """Decimated ``t_s``, ``sector``, ``write`` lists for one device at its stage.
+
+    Without timestamps (``timed`` False) ``t_s`` holds the issue-order index and ``x`` says
+    ``"order"`` instead of ``"time"``.
+    """
     rows = sr.rows
     sec = table.sector[rows].astype(np.int64)
     keep = decimate_minmax(sec, max_points)
@@ -45,7 +49,9 @@ def lba_scatter(table: EventTable, sr: StageRows, t0: int, *, max_points: int = 
         "total": int(len(rows)),
         "points": int(len(r)),
         "decimated": bool(len(r) < len(rows)),
-        "t_s": np.round((table.time_ns[r] - t0) / 1e9, 6).tolist(),
+        "x": "time" if timed else "order",
+        "t_s": (np.round((table.time_ns[r] - t0) / 1e9, 6).tolist() if timed
+                else keep.tolist()),
         "sector": table.sector[r].tolist(),
         "nr_sectors": table.nr_sectors[r].tolist(),
         "write": ((table.rwbs[r] & RWBS_WRITE) != 0).astype(np.int8).tolist(),

@@ -60,3 +60,16 @@ def test_results_are_strict_json_for_edge_cases() -> None:
         json.dumps(r, allow_nan=False)
     json.dumps(compare(results[:2], results[2:]), allow_nan=False)
     json.dumps(compare([results[1]], [results[1]]), allow_nan=False)
+
+
+def test_table_without_timestamps_has_no_rates_or_latencies() -> None:
+    """time_known False: seek and sizes as usual, no rates, no latencies, LBA by order."""
+    from analyzer_helpers import requests
+
+    t = requests([(0, 8, "R", {"D": 0, "C": 1}), (100, 8, "R", {"D": 2, "C": 3})])
+    t.time_known = False
+    d = analyze(t)["devices"]["8,0"]
+    assert d["seek"]["cnt"] == 1 and d["sizes"]["count"] == 2
+    assert d["throughput"]["iostat"]["r/s"] == 0.0 and d["throughput"]["read_mbps"] == []
+    assert d["latency"]["D2C"]["count"] == 0
+    assert d["lba"]["x"] == "order" and d["lba"]["t_s"] == [0, 1]
