@@ -104,3 +104,10 @@ def test_section_before_compare_step_is_pending(client, user, make_upload, seed0
                                       patched_files=[make_upload("a.txt", seed000_after)])
     r = _section(client, comparison, "seek")
     assert r.status_code == 202 and r.json()["pending"] is True
+
+
+def test_progress_of_finished_comparison_is_complete(client, finished_comparison):
+    """progress.json reports the comparison step and complete once it has succeeded."""
+    p = client.get(reverse("comparison-progress", args=[finished_comparison.pk])).json()
+    assert p["done"] and p["complete"]
+    assert p["compare"]["state"] == "succeeded" and p["compare"]["progress"] == 100

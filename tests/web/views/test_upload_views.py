@@ -128,3 +128,20 @@ def test_upload_takes_title_from_patch_mail(logged_in_client, make_upload, seed0
     assert patch.title == "block: place split bios at the head of current->bio_list"
     assert (patch.version, patch.message_id) == ("v2", "x@y")
     assert patch.author == "Yu Kuai <yukuai3@example.com>"
+
+
+def test_upload_thresholds_stored_and_bad_ones_are_a_form_error(logged_in_client, make_upload,
+                                                                seed000_before, seed000_after):
+    """Check thresholds typed in the form are stored on the comparison; unknown names are a
+    form error on the thresholds field and nothing is stored."""
+    r = _post(logged_in_client, baseline_files=[make_upload("b.txt", seed000_before)],
+              patched_files=[make_upload("a.txt", seed000_after)],
+              thresholds="throughput_drop_fail_pct=5")
+    assert r.status_code == 302
+    assert Comparison.objects.get().thresholds == {"throughput_drop_fail_pct": 5.0}
+    r = _post(logged_in_client, baseline_files=[make_upload("b2.txt", seed000_before + b"\n")],
+              patched_files=[make_upload("a2.txt", seed000_after + b"\n")],
+              thresholds="speed=fast")
+    assert r.status_code == 400
+    assert "unknown name" in r.content.decode()
+    assert Comparison.objects.count() == 1
