@@ -146,3 +146,31 @@ def test_thresholds_override_requeues_and_changes_the_verdict(finished_compariso
     assert any("drops more than 0%" in r for r in again.verdict["reasons"])
     # up to date: ensuring again queues nothing
     assert comparison_result_ensure(comparison=finished_comparison) is None
+
+
+def test_three_runs_per_side_give_significance_verdicts(db, user, make_upload, make_blkparse):
+    """3 baseline runs seeking far vs 3 patched runs nearly sequential: the seek table says
+    improved (Welch) and lkp's rule says changed; no "needs more runs" with 3 per side."""
+    from reviewapp.models import Patch
+    from reviewapp.services.bundles import bundle_create
+    from reviewapp.services.comparisons import comparison_create
+
+    def run(i: int, far: bool) -> object:
+        step = 4096 * (5 + i) if far else 128 + 8 * i  # sectors between request starts
+        sectors = [1000 + k * step for k in range(40)]
+        bundle, _ = bundle_create(files=[make_upload(f"run{i}{far}.txt", make_blkparse(
+            sectors, action="D"))], user=user)
+        return bundle
+
+    comparison = comparison_create(patch=Patch.objects.create(title="t"),
+                                   baseline=[run(i, True) for i in range(3)],
+                                   patched=[run(i, False) for i in range(3)], user=user)
+    comparison = finish_comparison(comparison)
+    data = json.loads(ComparisonChart.objects.get(comparison=comparison, section="seek",
+                                                  dev="8,0", stage="").payload)
+    rows = {r[0]: r for r in data["tables"][0]["rows"]}
+    mean = rows["Mean seek distance (KB)"]
+    assert mean[5].startswith("improved (p=") and "needs more runs" not in mean[5]
+    assert mean[6] == "changed"
+    compare = ComparisonResult.objects.get(comparison=comparison).compare
+    assert compare["runs"] == {"baseline": 3, "patched": 3} and compare["runs_note"] is None
