@@ -70,3 +70,17 @@ class CommentAdmin(admin.ModelAdmin):
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("id", "user", "name", "prefix", "created", "last_used", "revoked")
     readonly_fields = ("key_hash", "prefix")
+
+
+@admin.register(models.ComparisonResult)
+class ComparisonResultAdmin(admin.ModelAdmin):
+    list_display = ("id", "comparison", "state", "progress", "created", "finished")
+    list_filter = ("state",)
+    readonly_fields = ("celery_task_id", "started", "finished")
+
+
+@admin.register(models.ComparisonChart)
+class ComparisonChartAdmin(admin.ModelAdmin):
+    list_display = ("id", "comparison", "section", "dev", "stage", "nbytes")
+    list_filter = ("section",)
+    exclude = ("payload",)

@@ -28,7 +28,8 @@ def test_wrong_password_stays_on_login(client, user):
 
 
 @pytest.mark.parametrize("model", ["patch", "tracebundle", "tracefile", "comparison",
-                                   "analysisjob", "bundleresult", "thread", "comment", "apitoken"])
+                                   "analysisjob", "bundleresult", "thread", "comment", "apitoken",
+                                   "comparisonresult", "comparisonchart"])
 def test_admin_changelists(client, model):
     """Every model has a working admin page."""
     admin = get_user_model().objects.create_superuser("root", "r@example.org", "pw-root-1234")
