@@ -143,7 +143,8 @@ def node_limits(node: Node, policy: Policy, member_limits: Sequence[QueueLimits]
     if node.kind == "disk":
         hw = DISK_MAX_HW_SECTORS
         base = QueueLimits(max_sectors=min(hw, cap), max_hw_sectors=hw,
-                           max_discard_sectors=0xFFFFFFFF >> 9, discard_granularity=512)
+                           max_discard_sectors=0xFFFFFFFF >> 9, discard_granularity=512,
+                           **_device_defaults(node.device))
     elif node.kind == "raid5":
         data = len(node.members) - 1
         io_opt = c * data
@@ -182,6 +183,28 @@ def node_limits(node: Node, policy: Policy, member_limits: Sequence[QueueLimits]
         return QueueLimits.from_sysfs(node.limits, base=base, max_sectors_cap_kb=
                                       policy.max_sectors_cap_kb)
     return base
+
+
+#: Queue defaults by device class (a manifest's limits override them): SATA disks get
+#: mq-deadline with 32 NCQ tags and 64 scheduler tags (2 x min(qd, BLKDEV_DEFAULT_RQ) would be
+#: 64 too); NVMe/UFS get no scheduler.
+_CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
+    "hdd": {"scheduler": "mq-deadline", "queue_depth": 32, "nr_requests": 64, "rotational": 1},
+    "sata_ssd": {"scheduler": "mq-deadline", "queue_depth": 32, "nr_requests": 64},
+    "nvme": {"scheduler": "none", "queue_depth": 1023, "nr_requests": 1023},
+    "ufs": {"scheduler": "none", "queue_depth": 32, "nr_requests": 32},
+}
+_CLASS_ALIASES = {"sata": "sata_ssd", "ssd": "sata_ssd", "rotational": "hdd", "nvme_ssd": "nvme"}
+
+
+def _device_defaults(device: Any) -> dict[str, Any]:
+    """Queue defaults for a disk's service-model spec (name or ``{"kind": ...}``)."""
+    if isinstance(device, Mapping):
+        device = device.get("kind", device.get("model"))
+    if not isinstance(device, str):
+        return {}
+    name = _CLASS_ALIASES.get(device.strip().lower(), device.strip().lower())
+    return dict(_CLASS_DEFAULTS.get(name, {}))
 
 
 def _validate_max_sectors(hw: int, cap: int, io_opt: int, io_min: int) -> int:

@@ -87,3 +87,16 @@ def test_bad_manifests():
         stack_from_manifest({"kernel": "6.1"})
     with pytest.raises(ModelConfigError):
         stack_from_manifest({"stack": {"kind": "raid0"}})
+
+
+def test_disk_defaults_by_device_class_and_override():
+    """SATA disks default to mq-deadline, 32 tags, 64 requests; NVMe to none; limits win."""
+    pol = preset_for_kernel("6.6")
+    hdd = all_limits(stack_from_spec("disk:device=hdd"), pol)[make_dev(8, 0)]
+    assert (hdd.scheduler, hdd.queue_depth, hdd.nr_requests, hdd.rotational) == \
+        ("mq-deadline", 32, 64, 1)
+    nvme = all_limits(stack_from_spec("disk:device=nvme"), pol)[make_dev(8, 0)]
+    assert nvme.scheduler == "none"
+    over = all_limits(stack_from_spec("disk:device=hdd,scheduler=none,queue_depth=4"),
+                      pol)[make_dev(8, 0)]
+    assert (over.scheduler, over.queue_depth) == ("none", 4)
