@@ -59,8 +59,8 @@ def parse_part(path: Path, name: str, fmt: str, manifest: Manifest | None) -> Pa
         from workers.traces.blktrace_bin import parse_blktrace_raw
 
         raw = parse_blktrace_raw(path, name=name)
-        return ParsedPart(name, fmt, table=raw.table, binary=True, raw=raw,
-                          warnings=list(raw.warnings))
+        # the file's warnings reach Ingest.warnings through merge_binary_parts
+        return ParsedPart(name, fmt, table=raw.table, binary=True, raw=raw)
     if fmt == "ftrace":
         from workers.traces.ftrace import parse_ftrace
 

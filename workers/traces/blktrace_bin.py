@@ -31,6 +31,7 @@ equivalence tests:
 from __future__ import annotations
 
 import mmap
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -615,6 +616,15 @@ def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str) -> RawB
         remap_rows = np.cumsum(keep) - 1
         messages = {int(remap_rows[r]): txt for r, txt in messages.items()}
     diagnostics: list[dict[str, Any]] = []
+    mo = re.search(r"\.blktrace\.(\d+)$", basename)
+    if mo and len(table):
+        want = int(mo.group(1))
+        other = np.unique(table.cpu[(table.cpu != want) & (table.action != ACT_MESSAGE)])
+        if len(other):
+            warnings.append(
+                f"{label}: records of cpu {', '.join(str(int(c)) for c in other[:4])} in the "
+                f"file for cpu {want} (a merged stream under a per-CPU name; blkparse -i NAME "
+                f"prints 'cpu {want} trace info has error'); read as a merged stream")
     if info[0]:
         n_gaps, off, dev_v, cpu_v, prev_seq, next_seq = (int(x) for x in info[:6])
         reason = (f"sequence gap on {dev_v >> 20},{dev_v & 0xFFFFF} cpu {cpu_v} "

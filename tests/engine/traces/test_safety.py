@@ -127,3 +127,16 @@ def test_empty_and_tiny_files(tmp_path: Path) -> None:
     assert len(result.table) == 2
     assert {Path(f.name).name: f.format for f in result.files} == {"sda.blktrace.0": "blktrace",
                                                                     "sda.blktrace.1": "empty"}
+
+
+def test_merged_stream_under_per_cpu_name(tmp_path: Path, data_dir: Path) -> None:
+    """A merged stream named like one CPU's file (the takeoverjp sample) is read whole, with
+    one warning explaining what blkparse -i NAME would complain about."""
+    import lzma
+
+    p = tmp_path / "sample.blktrace.0"
+    p.write_bytes(lzma.decompress((data_dir / "takeoverjp.blktrace.xz").read_bytes()))
+    result = ingest([p], names=["sample.blktrace.0"])
+    assert len(result.table) == 6741
+    cpu_warnings = [w for w in result.warnings if "in the file for cpu 0" in w]
+    assert len(cpu_warnings) == 1 and "records of cpu 1" in cpu_warnings[0]
