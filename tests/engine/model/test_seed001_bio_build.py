@@ -90,3 +90,26 @@ def test_seed001_ftrace_6_18_issues_ascending():
     assert issued == sorted(issued)
     assert len(issued) == 12
     assert np.all(np.diff(issued) > 0)
+
+
+def test_seed001_quoted_ftrace_file_end_to_end():
+    """The quoted ftrace lines (tests/data/model, copied from the seed) parsed by
+    workers.traces, their block_bio_queue events replayed as one plug (one large direct read:
+    the workload rule) under 6.1: the predicted X and D events equal the quoted ones."""
+    from pathlib import Path
+
+    from workers.model import bios_from_table
+    from workers.traces import parse_file
+
+    path = Path(__file__).resolve().parents[2] / "data" / "model" / "seed001_ed_tsai_ftrace.txt"
+    quoted = parse_file(path)
+    dev = int(quoted.dev[0])
+    bios = bios_from_table(quoted, dev, workload="dd if=/dev/sdc of=/dev/null bs=64M "
+                                                 "iflag=direct")
+    assert bios.plug.tolist() == [0, 0, 0, 0]
+    stack = stack_from_spec(DISK + ",scheduler=none")
+    table = replay(bios, stack, preset_for_kernel("6.1"))
+    assert x_points(table, stack.top.dev) == x_points(quoted, dev)
+    predicted = [(s, n) for _, s, n in d_stream(table)]
+    real = [(s, n) for _, s, n in d_stream(quoted)]
+    assert predicted[:len(real)] == real
