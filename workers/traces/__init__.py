@@ -169,7 +169,7 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
             reports.append(FileReport(lb, f, p.stat().st_size))
         # 3. traces and summaries
         binary_parts: list[ParsedPart] = []
-        text_tables: list[EventTable] = []
+        text_parts: list[tuple[str, str, int, EventTable]] = []
         summaries: dict[str, list[dict[str, Any]]] = {}
         for p, lb, f in entries:
             if f in ("manifest", "sysfs-queue", "mdstat"):
@@ -182,10 +182,11 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
                 continue
             if part.binary:
                 binary_parts.append(part)
+                reports.append(FileReport(lb, f, p.stat().st_size, events=part.events))
             else:
                 assert part.table is not None
-                text_tables.append(part.table)
-            reports.append(FileReport(lb, f, p.stat().st_size, events=part.events))
+                text_parts.append((lb, f, p.stat().st_size, part.table))
+        text_tables = _drop_text_copies(text_parts, binary_parts, reports, warnings)
     tables: list[EventTable] = []
     if binary_parts:
         tables.append(merge_binary_parts(binary_parts, warnings=warnings))
@@ -205,6 +206,34 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
     table.meta["files"] = [r.to_json() for r in reports]
     return Ingest(table=table, summaries=summaries, manifest=manifest, files=reports,
                   warnings=warnings)
+
+
+def _drop_text_copies(text_parts: list[tuple[str, str, int, EventTable]],
+                      binary_parts: list[ParsedPart], reports: list[FileReport],
+                      warnings: list[str]) -> list[EventTable]:
+    """blkparse text of devices whose binary trace is in the same bundle is a copy.
+
+    Capture folders often hold both (``vda.blktrace.*`` and ``vda.blkparse.txt``, plus an
+    ``all.blkparse.txt``); counting both would double every event, so the binary wins.
+    """
+    import numpy as np
+
+    traced: set[int] = set()
+    for bp in binary_parts:
+        if bp.table is not None and len(bp.table):
+            traced.update(int(d) for d in np.unique(bp.table.dev))
+    kept: list[EventTable] = []
+    for label, fmt, size, table in text_parts:
+        devs = {int(d) for d in np.unique(table.dev)}
+        if fmt == "blkparse" and traced and devs and devs <= traced:
+            warnings.append(f"{label}: blkparse text of devices whose binary trace is in the "
+                            "bundle; skipped (the binary is used)")
+            reports.append(FileReport(label, fmt, size, events=0,
+                                      error="copy of the binary trace; skipped"))
+            continue
+        reports.append(FileReport(label, fmt, size, events=len(table)))
+        kept.append(table)
+    return kept
 
 
 def _member_format(path: Path, label: str) -> str:

@@ -188,3 +188,14 @@ def test_ingested_bundle_saves_as_npz(tmp_path: Path, data_dir: Path) -> None:
     back = EventTable.from_bytes(result.table.to_bytes())
     assert len(back) == 29 and back.meta["manifest"]["kernel"] == "6.1.0-57-amd64"
     assert back.comms == result.table.comms
+
+
+def test_capture_folder_with_text_copies(tmp_path: Path, data_dir: Path) -> None:
+    """A folder with per-CPU binaries and blkparse's text of them counts each event once."""
+    members = {"run/demo.blktrace.0": (data_dir / "demo.blktrace.0").read_bytes(),
+               "run/demo.blktrace.1": (data_dir / "demo.blktrace.1").read_bytes(),
+               "run/demo.blkparse.txt": (data_dir / "demo.blkparse.txt").read_bytes()}
+    result = ingest([_tar(tmp_path / "b.tar", members)], names=["b.tar"])
+    assert len(result.table) == 29
+    skipped = [f for f in result.files if f.name.endswith("demo.blkparse.txt")]
+    assert skipped[0].error == "copy of the binary trace; skipped"
