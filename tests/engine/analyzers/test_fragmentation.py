@@ -81,3 +81,28 @@ def test_merge_share_and_empty() -> None:
     e = EventTable.empty()
     fe = fragmentation(e, stage_rows(e, make_dev(8, 0)))
     assert fe["requests"] == 0 and fe["sandwiched"] == 0 and np.isfinite(fe["below_max_share"])
+
+
+def test_seed001_ftrace_lines_parsed_and_analyzed(tmp_path) -> None:
+    """Seed 001's quoted ftrace lines, parsed by the traces package: 3 sandwiched, 3 pieces/bio."""
+    from pathlib import Path
+
+    from analyzer_helpers import SEED_COPY_DIR, SEED_DIR
+
+    from workers.analyzers import analyze
+    from workers.traces import ingest
+
+    seed = SEED_DIR / "001_09b45f5988e8096b.txt"
+    if seed.exists():
+        lines = seed.read_text(encoding="utf-8").splitlines()
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("block_bio_queue: 8,32"))
+        excerpt = [ln for ln in lines[start:start + 23] if ln.startswith("block_")]
+    else:
+        excerpt = Path(SEED_COPY_DIR / "001_ftrace_excerpt.txt").read_text().splitlines()
+    f = tmp_path / "seed001.txt"
+    f.write_text("\n".join(excerpt) + "\n")
+    res = analyze(ingest([f]).table)
+    frag = res["devices"]["8,32"]["fragmentation"]
+    assert frag["sandwiched"] == 3 and frag["sandwiched_sizes"]["sectors"] == [64, 96]
+    assert frag["pieces_per_bio"] == 3.0 and frag["splits_source"] == "X events"
+    assert res["devices"]["8,32"]["stage"] == "D"
