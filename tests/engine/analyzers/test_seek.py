@@ -182,3 +182,21 @@ def test_other_devices_ignored() -> None:
     assert seek_histogram(t, "8,0").zero_cnt == 2
     assert seek_histogram(t, "8,16").cnt == 1
     assert int((t.action == ACTION_CODES["D"]).sum()) == 5
+
+
+def test_seed000_g_lines_parsed_from_the_seed(tmp_path) -> None:
+    """The seed's G lines (blkparse text) through ingest give the hand-computed histograms."""
+    from workers.traces import ingest
+
+    lines = [ln.lstrip("> ").strip() for ln in seed_text(SEED000).splitlines()]
+    g = [ln for ln in lines if ln.startswith("8,0 0 ") and " G R " in ln]
+    before, after = g[:7], g[7:]
+    assert len(before) == 7 and len(after) == 8
+    expected = {"before": (6, 1, (1, 0, 0, 0, 0, 0, 0, 1, 2, 2)),
+                "after": (7, 0, (0,) * 7 + (7,))}
+    for name, block in (("before", before), ("after", after)):
+        f = tmp_path / f"{name}.txt"
+        f.write_text("\n".join(block) + "\n")
+        hist = seek_histogram(ingest([f]).table, SDA)
+        assert hist.stage == "G"
+        assert (hist.cnt, hist.zero_cnt, hist.counts) == expected[name]
