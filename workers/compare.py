@@ -92,6 +92,33 @@ GROUP_METRICS: tuple[Metric, ...] = tuple(
     for m in METRICS if m.path[:2] == ("throughput", "iostat"))
 
 
+#: Metrics of fio jobs passed through in ``results["summaries"]["fio"]`` (key: job name).
+FIO_METRICS: tuple[Metric, ...] = tuple(
+    m for d in ("read", "write") for m in (
+        Metric((f"{d}_bw_bytes",), f"{d} bw", "B/s", +1, "throughput"),
+        Metric((f"{d}_iops",), f"{d} IOPS", "1/s", +1, "throughput"),
+        Metric((f"{d}_clat_mean_ns",), f"{d} clat mean", "ns", -1, "latency"),
+        Metric((f"{d}_clat_percentiles_ns", "99"), f"{d} clat p99", "ns", -1, "latency"),
+    ))
+
+#: Metrics of measured ``iostat -x`` rows passed through in ``results["summaries"]["iostat"]``
+#: (the last sample per device: the first one of a report is the since-boot average).
+IOSTAT_SUMMARY_METRICS: tuple[Metric, ...] = (
+    Metric(("r/s",), "r/s", "1/s", 0, "count"),
+    Metric(("rkB/s",), "rkB/s", "kB/s", +1, "throughput"),
+    Metric(("rMB/s",), "rMB/s", "MB/s", +1, "throughput"),
+    Metric(("r_await",), "r_await", "ms", -1, "latency"),
+    Metric(("rareq-sz",), "rareq-sz", "KB", +1, "pattern"),
+    Metric(("w/s",), "w/s", "1/s", 0, "count"),
+    Metric(("wkB/s",), "wkB/s", "kB/s", +1, "throughput"),
+    Metric(("wMB/s",), "wMB/s", "MB/s", +1, "throughput"),
+    Metric(("w_await",), "w_await", "ms", -1, "latency"),
+    Metric(("wareq-sz",), "wareq-sz", "KB", +1, "pattern"),
+    Metric(("aqu-sz",), "aqu-sz", "", 0, "count"),
+    Metric(("util",), "%util", "%", 0, "count"),
+)
+
+
 @dataclass(frozen=True)
 class Thresholds:
     """Limits of the CI check verdict; override any field (``Thresholds().with_overrides``).
@@ -175,6 +202,25 @@ def scalar_metrics(result: Mapping[str, Any]) -> dict[str, tuple[Metric, str, fl
             v = _get(g, m.path)
             if v is not None:
                 out[f"{g['name']} {m.label}"] = (m, g["name"], v)
+    summaries = result.get("summaries") or {}
+    for job in summaries.get("fio") or []:
+        if not isinstance(job, Mapping):
+            continue
+        name = f"fio {job.get('jobname', '?')}"
+        for m in FIO_METRICS:
+            v = _get(job, m.path)
+            if v is not None and (v != 0 or m.kind != "latency"):
+                out[f"{name} {m.label}"] = (m, name, v)
+    last: dict[str, Mapping[str, Any]] = {}
+    for row in summaries.get("iostat") or []:
+        if isinstance(row, Mapping) and row.get("device"):
+            last[str(row["device"])] = row  # later samples win
+    for devname, row in last.items():
+        name = f"iostat {devname}"
+        for m in IOSTAT_SUMMARY_METRICS:
+            v = _get(row, m.path)
+            if v is not None:
+                out[f"{name} {m.label}"] = (m, name, v)
     return out
 
 
@@ -182,6 +228,8 @@ def scaled(value: float, unit: str) -> tuple[float, str]:
     """Bytes as KB, nanoseconds as microseconds and shares as %, the units the seed threads use."""
     if unit == "B":
         return value / 1024, "KB"
+    if unit == "B/s":
+        return value / (1024 * 1024), "MiB/s"
     if unit == "ns":
         return value / 1000, "us"
     if unit == "share":
@@ -335,6 +383,18 @@ def fidelity(predicted: Mapping[str, Any], observed: Mapping[str, Any], *,
 
 
 # --- the comparison ----------------------------------------------------------------------------
+def _last_iostat_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The bundle's own ``iostat -x`` rows, last sample per device (numbers only)."""
+    last: dict[str, dict[str, Any]] = {}
+    for row in (result.get("summaries") or {}).get("iostat") or []:
+        if isinstance(row, Mapping) and row.get("device"):
+            last[str(row["device"])] = {k: v for k, v in row.items()
+                                        if k == "device" or (isinstance(v, (int, float))
+                                                             and not isinstance(v, bool)
+                                                             and k != "sample")}
+    return list(last.values())
+
+
 def _side_summary(result: Mapping[str, Any]) -> dict[str, Any]:
     """What the report prints per side: seek histograms, iostat rows and groups, stages."""
     return {
@@ -343,6 +403,7 @@ def _side_summary(result: Mapping[str, Any]) -> dict[str, Any]:
                           "events": d.get("events", 0)}
                     for dev, d in result.get("devices", {}).items()},
         "iostat": result.get("iostat", {}),
+        "measured_iostat": _last_iostat_rows(result),
         "remaps": {k: {kk: v[kk] for kk in ("remaps", "out_of_order", "out_of_order_share")}
                    for k, v in result.get("remaps", {}).items()},
     }

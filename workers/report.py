@@ -44,12 +44,34 @@ def iostat_table(iostat: Mapping[str, Any], names: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
+MEASURED_COLUMNS: tuple[str, ...] = (
+    "r/s", "rkB/s", "rMB/s", "rrqm/s", "r_await", "rareq-sz",
+    "w/s", "wkB/s", "wMB/s", "wrqm/s", "w_await", "wareq-sz", "aqu-sz", "util")
+
+
+def measured_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The bundle's own iostat rows, with the columns they carry (seed 000's layout)."""
+    cols = [c for c in MEASURED_COLUMNS if any(c in r for r in rows)]
+    table = [["Device", *["%util" if c == "util" else c for c in cols]]]
+    for r in rows:
+        table.append([str(r.get("device", "?")), *(_fmt(r.get(c, "")) for c in cols)])
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols) + 1)]
+    return "\n".join(" ".join([row[0].ljust(widths[0])]
+                               + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]).rstrip()
+                      for row in table)
+
+
 def _side_text(side: Mapping[str, Any], heading: str, devices: Sequence[str] | None) -> list[str]:
     devs: Mapping[str, Any] = side.get("devices", {})
     names = {k: v.get("name", k) for k, v in devs.items()}
     out = [heading, "1) iostat results (computed from the trace):",
            iostat_table(side.get("iostat", {}), names)]
     n = 2
+    measured = side.get("measured_iostat") or []
+    if measured:
+        out.append(f"{n}) iostat -x as measured (from the bundle, last sample):")
+        out.append(measured_table(measured))
+        n += 1
     for top, r in side.get("remaps", {}).items():
         out.append(f"{n}) pieces of {top} across members: {r['remaps']} remaps, "
                    f"{r['out_of_order']} out of order ({100 * r['out_of_order_share']:.1f}%)")

@@ -137,3 +137,27 @@ def test_fidelity_helpers() -> None:
     cmp = compare([r], [r], fidelity_result={"8,0": {"seek_l1": 0.9}})
     assert cmp["check"]["verdict"] == "warn"
     assert any("fidelity" in x for x in cmp["check"]["reasons"])
+
+
+def _fio(bw_mib: float, p99_us: float) -> dict:
+    return {"devices": {}, "summaries": {
+        "fio": [{"jobname": "randwrite", "write_bw_bytes": bw_mib * 2**20, "write_iops": bw_mib,
+                 "write_clat_mean_ns": p99_us * 500.0,
+                 "write_clat_percentiles_ns": {"99": p99_us * 1000.0},
+                 "read_bw_bytes": 0.0, "read_clat_mean_ns": 0.0}],
+        "iostat": [{"device": "sda", "sample": 0, "w/s": 1.0, "util": 1.0},
+                   {"device": "sda", "sample": 1, "w/s": bw_mib, "util": 50.0}]}}
+
+
+def test_fio_and_measured_iostat_summaries_are_compared() -> None:
+    """Seed 003-style fio bw 67.7 -> 31.8 MiB/s regresses and fails; iostat's last sample counts."""
+    cmp = compare([_fio(67.7 + d, 100) for d in (-0.5, 0, 0.5)],
+                  [_fio(31.8 + d, 300) for d in (-0.5, 0, 0.5)])
+    bw = _by_key(cmp, "fio randwrite write bw")
+    assert bw["verdict"] == "regressed" and bw["pct"] == pytest.approx(-53.0, abs=0.1)
+    assert _by_key(cmp, "fio randwrite write clat p99")["verdict"] == "regressed"
+    ws = _by_key(cmp, "iostat sda w/s")
+    assert ws["baseline"]["mean"] == pytest.approx(67.7)  # sample 1, not the since-boot one
+    assert not any(m["key"] == "fio randwrite read clat mean" for m in cmp["metrics"])
+    assert cmp["check"]["verdict"] == "fail"
+    assert any("MiB/s" in r and "fio randwrite write bw" in r for r in cmp["check"]["reasons"])

@@ -70,3 +70,19 @@ def test_report_check_reasons_and_two_devices() -> None:
     assert "Check: FAIL" in text and "drops more than 10%" in text
     assert "io seek for 8,0, 8,16 (identical), stage D:" in text
     assert "8,* " in text  # the mean row of the two member disks
+
+
+def test_report_shows_measured_iostat_from_the_bundle() -> None:
+    """A bundle's own iostat rows (last sample) are printed beside the computed table."""
+    base = analyze(stream([0, 8], 8), summaries={"iostat": [
+        {"device": "md0", "sample": 0, "r/s": 1.0, "rMB/s": 1.0},
+        {"device": "md0", "sample": 1, "r/s": 52430.0, "rMB/s": 3276.87, "util": 80.1}]})
+    patched = analyze(stream([0, 8], 8), summaries={"iostat": [
+        {"device": "md0", "sample": 1, "r/s": 87965.0, "rMB/s": 5271.88, "util": 90.6}]})
+    text = render_report(compare([base], [patched]))
+    lines = fold(text)
+    i = lines.index("2) iostat -x as measured (from the bundle, last sample):")
+    assert lines[i + 1] == "Device r/s rMB/s %util"
+    assert lines[i + 2] == "md0 52430.00 3276.87 80.10"
+    assert "md0 87965.00 5271.88 90.60" in lines
+    assert "iostat md0 rMB/s" in text  # compared as a metric too
