@@ -832,6 +832,9 @@ def _mq_submit(B: Any, FB: Any, P: Any, U: Any, R: Any, FR: Any, Q: Any, INF: An
             mc *= 4 if POL[POL_MAXCNT] <= 16 else 2
         if n >= mc or (L[node, L_NOMERGES] == 0 and R[last, R_NR] >= 256):
             _flush(R, B, FR, Q, INF, H, S, L, EV, SV, SVU, SVP, E, PL, POL, TMP)
+            _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], 9, 8, 0, 0, 0, 0)
+    else:
+        _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], 9, 8, 0, 0, 0, 0)
     if last >= 0 and R[last, R_NODE] != node:
         S[S_MULTI] = 1
     if L[node, L_ELV]:

@@ -217,7 +217,8 @@ class Plug:
         self.rqs: list[Request] = []
         self.multiple_queues = False
         self.has_elevator = False
-        self.plug_events: list[int] = []  # devs for which a P event is due (recorder reads)
+        #: called with the request whose queue gets a P (block_plug) event
+        self.on_plug: Callable[[Request], None] | None = None
 
     # --- merge -----------------------------------------------------------------------------
     def try_merge(self, bio: Bio, nsegs: int) -> tuple[Request, int] | None:
@@ -270,6 +271,10 @@ class Plug:
                     (not nomerges and last.nr >= BLK_PLUG_FLUSH_SECTORS):
                 self.flush(False)
                 flushed = True
+                if self.on_plug is not None:
+                    self.on_plug(rq)  # trace_block_plug after the flush
+        elif self.on_plug is not None:
+            self.on_plug(rq)  # trace_block_plug: the plug was empty
         if last is not None and last.dev != rq.dev:
             self.multiple_queues = True
         if self.has_elevator_of(rq.dev):

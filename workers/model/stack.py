@@ -388,8 +388,11 @@ def _manifest_dict(manifest: Any) -> dict[str, Any]:
     return out
 
 
-def stack_from_manifest(manifest: Any) -> Stack:
+def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
     """A stack from a bundle manifest (architecture.md layout; a dict or a traces Manifest).
+
+    ``device`` is the service model for disks the manifest gives none (``[stack] device`` or
+    ``device_models``); without either, rotational disks get the HDD model, others NVMe.
 
     ``[stack]`` gives ``top``, ``kind``, ``chunk_kb``, ``layout``, ``members`` (dev numbers),
     ``data_offset_sectors``, optional ``sizes_sectors`` and ``device`` / ``[devices]`` service
@@ -426,7 +429,7 @@ def stack_from_manifest(manifest: Any) -> Stack:
     def model(dev: int) -> Any:
         if isinstance(service, Mapping) and dev_str(dev) in service:
             return service[dev_str(dev)]
-        return st.get("device")
+        return st.get("device", device)
 
     def disk(dev: int, default_name: str) -> Node:
         return Node(dev=dev, name=names.get(dev, default_name), kind="disk", limits=lim(dev),

@@ -37,9 +37,11 @@ from workers.events import (
     ACT_GETRQ,
     ACT_INSERT,
     ACT_ISSUE,
+    ACT_PLUG,
     ACT_QUEUE,
     ACT_REMAP,
     ACT_SPLIT,
+    RWBS_NONE,
     RWBS_SYNC,
 )
 from workers.model.elevator import DeadlineQueue, NoneQueue, make_queue
@@ -422,8 +424,14 @@ class Engine:
             self.flush_groups([FlushGroup(rq.dev, [rq], True)], False)
 
     def make_plug(self) -> Plug:
-        return Plug(self.policy, self.limits.__getitem__,
+        plug = Plug(self.policy, self.limits.__getitem__,
                     lambda dev: self.queues[dev].has_elevator, self.flush_groups)
+        plug.on_plug = self._plug_event
+        return plug
+
+    def _plug_event(self, rq: Request) -> None:
+        """P (``trace_block_plug``) on the queue of the request entering the plug."""
+        self.ev(rq.dev, rq.pid, ACT_PLUG, RWBS_NONE, 0, 0)
 
     def flush_groups(self, groups: list[FlushGroup], from_schedule: bool) -> None:
         """Hand flushed requests to their queues (I with an elevator) and dispatch."""
