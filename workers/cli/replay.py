@@ -39,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "6.1.0-57-amd64, 6.18 ...); default: the manifest's kernel")
     parser.add_argument("--policy", default="", help="overrides, e.g. split_remainder=head,"
                         "plug_order=fifo")
+    parser.add_argument("--device", help="service model for disks the manifest gives none: "
+                        "hdd, sata_ssd, nvme, ufs (default: hdd if rotational, else nvme)")
     parser.add_argument("--seed", type=int, default=0, help="seed for random workloads")
     parser.add_argument("--emit", choices=("blkparse", "blktrace", "json"),
                         help="write the predicted events in this format")
@@ -83,7 +85,7 @@ def predict(args: argparse.Namespace) -> tuple[EventTable, Any, Any]:
     if args.stack:
         stack = stack_from_spec(args.stack)
     elif manifest is not None:
-        stack = stack_from_manifest(manifest)
+        stack = stack_from_manifest(manifest, device=args.device)
     else:
         raise ModelConfigError("give --stack or a --manifest with a [stack] table")
     kernel = args.kernel or (manifest or {}).get("kernel")

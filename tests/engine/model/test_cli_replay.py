@@ -36,7 +36,8 @@ def test_cli_trace_emit_blkparse_matches_real_d_lines(tmp_path, capsys):
         shutil.copyfileobj(src, dst)
     out_file = tmp_path / "pred.txt"
     rc, _, _ = _run(["--trace", str(trace), "--manifest", str(DATA / "6.1_W1b.blkreview.toml"),
-                     "--emit", "blkparse", "-o", str(out_file), "--quiet"], capsys)
+                     "--device", "nvme", "--emit", "blkparse", "-o", str(out_file), "--quiet"],
+                    capsys)
     assert rc == 0
 
     def d_lines(path):
