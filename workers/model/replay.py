@@ -39,8 +39,6 @@ from workers.events import (
     ACT_INSERT,
     ACT_ISSUE,
     ACT_QUEUE,
-    ACT_UNPLUG_IO,
-    ACT_UNPLUG_TIMER,
     RWBS_DISCARD,
     RWBS_READ,
     RWBS_SYNC,
@@ -136,9 +134,8 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     Plug boundaries (kernel-model.md section 7), in order of preference:
 
     1. From the trace's issue state: a Q of thread *p* starts a new plug when every request
-       *p* got (G) before it has left the plug (dispatched D, inserted I, or unplugged by *p*'s
-       U on that queue), i.e. the previous plug was finished; otherwise it shares the plug of
-       *p*'s previous bio.
+       *p* got (G) before it has left the plug (dispatched D or inserted I), i.e. the previous
+       plug was finished; otherwise it shares the plug of *p*'s previous bio.
     2. With no G/D events: the workload (``dd ... bs=N``: the bios of one read share a plug).
     3. Otherwise one plug per bio.
 
@@ -173,15 +170,15 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
 
 
 def _plugs_from_issue_state(table: EventTable, q_rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
-    """Plug ids from G/I/D/U bookkeeping (see :func:`bios_from_table`).
+    """Plug ids from G/I/D bookkeeping (see :func:`bios_from_table`).
 
-    A request leaves its thread's plug when it is dispatched (D), inserted (I) or when the thread
-    unplugs that queue (U); G puts it in. Compiled with numba: one pass over the table.
+    A request leaves its thread's plug when it is dispatched (D) or inserted (I); G puts it in.
+    U events are not used: 7.2 traces the flush-on-add of ``blk_add_rq_to_plug`` as U too, after
+    the G of the request that stays plugged. Compiled with numba: one pass over the table.
     """
     act = table.action
     interesting = np.flatnonzero((act == ACT_GETRQ) | (act == ACT_ISSUE) | (act == ACT_QUEUE) |
-                                 (act == ACT_INSERT) | (act == ACT_UNPLUG_IO) |
-                                 (act == ACT_UNPLUG_TIMER))
+                                 (act == ACT_INSERT))
     is_top_q = np.zeros(len(table), dtype=np.bool_)
     is_top_q[q_rows] = True
     plug: npt.NDArray[np.int64] = _issue_state_kernel(
@@ -223,16 +220,6 @@ def _issue_state_kernel(rows: Any, act: Any, dev: Any, sec: Any, nr: Any, pid: A
                 count[old] = count.get(old, 1) - 1
             outstanding[key] = p
             count[p] = count.get(p, 0) + 1
-        elif a == 10 or a == 11:  # U / UT: this thread's requests of this queue left the plug
-            p = pid[r]
-            d = dev[r]
-            gone = []
-            for key, owner in outstanding.items():
-                if owner == p and key[0] == d:
-                    gone.append(key)
-            for key in gone:
-                del outstanding[key]
-                count[p] = count.get(p, 1) - 1
         else:  # D or I
             key = (dev[r], sec[r])
             if key in outstanding:
