@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 COMPARISON_VERSION = 1
+FIRST_LINES = 8  # issue-order lines per device kept for the report (the seed quotes 7-8)
 ALPHA = 0.05
 
 VERDICT_IMPROVED = "improved"
@@ -400,7 +401,8 @@ def _side_summary(result: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "devices": {dev: {"name": d.get("name", dev), "stage": d.get("stage"),
                           "stage_note": d.get("stage_note", ""), "seek": d.get("seek"),
-                          "events": d.get("events", 0)}
+                          "events": d.get("events", 0),
+                          "first": (d.get("ordering") or {}).get("first", [])[:FIRST_LINES]}
                     for dev, d in result.get("devices", {}).items()},
         "iostat": result.get("iostat", {}),
         "measured_iostat": _last_iostat_rows(result),

@@ -76,6 +76,16 @@ def _side_text(side: Mapping[str, Any], heading: str, devices: Sequence[str] | N
         out.append(f"{n}) pieces of {top} across members: {r['remaps']} remaps, "
                    f"{r['out_of_order']} out of order ({100 * r['out_of_order_share']:.1f}%)")
         n += 1
+    lines_dev = next((k for k, d in devs.items() if d.get("stage") == "D" and d.get("first")
+                      and (not devices or k in devices or d.get("name") in devices)), None)
+    if lines_dev:
+        d = devs[lines_dev]
+        out.append(f"{n}) first issue-order lines of {names.get(lines_dev, lines_dev)}, "
+                   f"stage {d.get('stage')}:")
+        for ln in d["first"]:
+            out.append(f"{lines_dev} {ln['t_ns'] / 1e9:.9f} {ln['pid']} {ln['action']} "
+                       f"{ln['rwbs']} {ln['sector']} + {ln['nr_sectors']} [{ln['comm']}]")
+        n += 1
     # devices with the same histogram (the members of a striped array, typically) share a block
     blocks: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
     for dev, d in devs.items():

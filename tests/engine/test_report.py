@@ -86,3 +86,13 @@ def test_report_shows_measured_iostat_from_the_bundle() -> None:
     assert lines[i + 2] == "md0 52430.00 3276.87 80.10"
     assert "md0 87965.00 5271.88 90.60" in lines
     assert "iostat md0 rMB/s" in text  # compared as a metric too
+
+
+def test_report_quotes_first_issue_order_lines() -> None:
+    """Like the seed's 'blktrace G stage' quote: the first D lines of a disk, in issue order."""
+    r = analyze(stream([14071424, 14071168, 14071296], 128))
+    text = render_report(compare([r], [r]))
+    lines = fold(text)
+    i = lines.index("2) first issue-order lines of 8,0, stage D:")
+    assert lines[i + 1].endswith("D R 14071424 + 128 [(null)]")
+    assert lines[i + 2].endswith("D R 14071168 + 128 [(null)]")
