@@ -83,10 +83,11 @@ def run_contention(numjobs: int, count: int) -> None:
     jobs = FioJobs(rw="randwrite", bs=1 << 20, numjobs=numjobs, count=count, runtime_ns=0)
     # warm-up (compile or load the simulator) outside the timed run
     simulate_jobs(FioJobs(rw="randwrite", bs=1 << 20, numjobs=2, count=1, runtime_ns=0),
-                  limits=seed003_limits(128), device="hdd", policy=preset_for_kernel("6.1"))
+                  limits=seed003_limits(128), device="hdd", policy=preset_for_kernel("6.1"),
+                  engine="numba")
     t0 = time.perf_counter()
     res = simulate_jobs(jobs, limits=seed003_limits(128), device="hdd",
-                        policy=preset_for_kernel("6.1"))
+                        policy=preset_for_kernel("6.1"), engine="numba")
     t_sim = time.perf_counter() - t0
     ios = numjobs * count
     t_ref = blkparse_seconds(res.table)
