@@ -32,7 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args._module.run(args))
+    try:
+        return int(args._module.run(args))
+    except BrokenPipeError:
+        # ``... | head``: the reader went away; stop quietly like the C tools do.
+        # Point stdout at /dev/null so the interpreter's final flush does not raise again.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a C tool killed by the pipe
 
 
 if __name__ == "__main__":

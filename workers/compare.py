@@ -159,11 +159,35 @@ class Thresholds:
             raise ValueError(f"unknown threshold(s): {', '.join(sorted(unknown))}")
         vals: dict[str, Any] = {}
         for k, v in overrides.items():
-            vals[k] = bool(v) if names[k] in (bool, "bool") else float(v)
+            vals[k] = _threshold_value(k, v, boolean=names[k] in (bool, "bool"))
         return replace(self, **vals)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _threshold_value(name: str, value: Any, *, boolean: bool) -> float | bool:
+    """A threshold override from JSON (numbers, booleans) or the command line (strings).
+
+    ``bool("false")`` is True, so strings are read by their words; a value that is not a
+    finite number is refused (NaN would silently disable every comparison).
+    """
+    if boolean:
+        if isinstance(value, str):
+            word = value.strip().lower()
+            if word in ("1", "true", "yes", "on"):
+                return True
+            if word in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(f"threshold {name}: {value!r} is not true/false")
+        return bool(value)
+    try:
+        num = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"threshold {name}: {value!r} is not a number") from None
+    if not math.isfinite(num):
+        raise ValueError(f"threshold {name}: {value!r} is not a finite number")
+    return num
 
 
 # --- metric extraction -------------------------------------------------------------------------
@@ -238,10 +262,18 @@ def scaled(value: float, unit: str) -> tuple[float, str]:
     return value, unit
 
 
+def num(value: float, digits: int = 4) -> str:
+    """``digits`` significant digits, but whole numbers instead of ``1.469e+04`` for large
+    values: a latency of 14692 us reads better in a mail than an exponent."""
+    if 10 ** digits <= abs(value) < 1e15:
+        return f"{value:.0f}"
+    return f"{value:.{digits}g}"
+
+
 def format_value(value: float, unit: str) -> str:
     """``12.5 KB`` style text of a metric value."""
     v, u = scaled(value, unit)
-    return f"{v:.4g} {u}".rstrip() if u not in ("", "1/s") else f"{v:.4g}"
+    return f"{num(v)} {u}".rstrip() if u not in ("", "1/s") else num(v)
 
 
 # --- statistics --------------------------------------------------------------------------------

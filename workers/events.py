@@ -141,8 +141,13 @@ def dev_str(dev: int) -> str:
 def parse_dev(text: str) -> int:
     """Inverse of :func:`dev_str`; accepts ``"8,0"`` and ``"8:0"``."""
     sep = "," if "," in text else ":"
-    major, minor = text.strip().split(sep)
-    return make_dev(int(major), int(minor))
+    parts = text.strip().split(sep)
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"bad device {text!r}: expected MAJOR,MINOR such as 8,0")
+    major, minor = int(parts[0]), int(parts[1])
+    if major > 0xFFF or minor > 0xFFFFF:
+        raise ValueError(f"bad device {text!r}: major < 4096 and minor < 1048576 (dev_t)")
+    return make_dev(major, minor)
 
 
 @dataclass(frozen=True)

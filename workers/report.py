@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workers.analyzers.seek import SeekHistogram
-from workers.compare import scaled
+from workers.compare import num, scaled
 
 READ_COLUMNS: tuple[str, ...] = ("r/s", "rMB/s", "rrqm/s", "%rrqm", "r_await", "rareq-sz")
 WRITE_COLUMNS: tuple[str, ...] = ("w/s", "wMB/s", "wrqm/s", "%wrqm", "w_await", "wareq-sz")
@@ -119,9 +119,9 @@ def _metric_line(m: Mapping[str, Any]) -> str:
     pct = "n/a" if m.get("pct") is None else f"{m['pct']:+.1f}%"
     u = "" if not u or u in m["label"] else f" {u}"
     if b["n"] > 1 or p["n"] > 1:
-        vals = f"{bm:.4g} ±{bs:.2g} -> {pm:.4g} ±{ps:.2g}{u}"
+        vals = f"{num(bm)} ±{num(bs, 2)} -> {num(pm)} ±{num(ps, 2)}{u}"
     else:
-        vals = f"{bm:.4g} -> {pm:.4g}{u}"
+        vals = f"{num(bm)} -> {num(pm)}{u}"
     why = []
     if m.get("p_value") is not None:
         why.append(f"Welch p={m['p_value']:.3g}")

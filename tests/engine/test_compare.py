@@ -96,6 +96,18 @@ def test_thresholds_override_and_pass() -> None:
     assert loose["check"]["verdict"] == "pass" and loose["check"]["reasons"] == []
     with pytest.raises(ValueError):
         Thresholds().with_overrides({"nope": 1})
+
+
+def test_threshold_strings_from_the_command_line() -> None:
+    """'false' turns a flag off (bool('false') would not); non-numbers and NaN are refused."""
+    t = Thresholds().with_overrides({"warn_on_regression": "false",
+                                     "throughput_drop_fail_pct": "5"})
+    assert t.warn_on_regression is False and t.throughput_drop_fail_pct == 5.0
+    assert Thresholds().with_overrides({"warn_on_regression": "yes"}).warn_on_regression is True
+    for bad in ({"throughput_drop_fail_pct": "abc"}, {"throughput_drop_fail_pct": "nan"},
+                {"warn_on_regression": "maybe"}):
+        with pytest.raises(ValueError, match="threshold"):
+            Thresholds().with_overrides(bad)
     with pytest.raises(ValueError):
         compare([], [_result(1)])
 

@@ -32,6 +32,13 @@ def test_dev_t_uses_twenty_minor_bits():
     assert parse_dev("9:0") == make_dev(9, 0)
 
 
+@pytest.mark.parametrize("text", ["xyz", "8", "8,0,1", "8,-1", "a,b", "4096,0", "8,1048576"])
+def test_parse_dev_refuses_what_is_not_a_dev_t(text: str) -> None:
+    """Malformed or out-of-range MAJOR,MINOR is a ValueError naming the text, never masked."""
+    with pytest.raises(ValueError, match="bad device"):
+        parse_dev(text)
+
+
 def test_table_stays_under_64_bytes_per_event():
     """The issue's memory budget: at most 64 bytes per event, no per-event objects."""
     t = EventTable.from_columns(sector=np.arange(1000, dtype=np.uint64))

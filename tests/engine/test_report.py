@@ -96,3 +96,12 @@ def test_report_quotes_first_issue_order_lines() -> None:
     i = lines.index("2) first issue-order lines of 8,0, stage D:")
     assert lines[i + 1].endswith("D R 14071424 + 128 [(null)]")
     assert lines[i + 2].endswith("D R 14071168 + 128 [(null)]")
+
+
+def test_report_numbers_have_no_exponent() -> None:
+    """Large values print as whole numbers (14688 us), not 1.469e+04; small keep 4 digits."""
+    from workers.compare import format_value, num
+
+    assert num(14687.9) == "14688" and num(2096.4) == "2096" and num(0.86664) == "0.8666"
+    assert num(123456.0, 2) == "123456" and num(45.67, 2) == "46"
+    assert format_value(14_687_900.0, "ns") == "14688 us"

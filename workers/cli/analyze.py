@@ -19,16 +19,19 @@ from typing import Any
 from workers.analyzers import AnalyzeConfig, analyze
 from workers.analyzers.common import SELECTABLE_STAGES
 from workers.analyzers.seek import SeekHistogram
+from workers.cli.common import UsageError, bundle_files, device_arg
 from workers.errors import ParseError
+from workers.events import dev_str
 from workers.report import iostat_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE",
-                        help="trace files of one run (per-CPU files, archives, manifest)")
+                        help="trace files of one run (per-CPU files, archives, manifest, or "
+                             "the capture directory)")
     parser.add_argument("--seek", action="store_true",
                         help="only the seed-000 seek histogram per device")
-    parser.add_argument("--device", action="append", metavar="MAJ,MIN",
+    parser.add_argument("--device", action="append", metavar="MAJ,MIN", type=device_arg,
                         help="restrict to a device (repeatable), e.g. 8,0")
     parser.add_argument("--stage", choices=SELECTABLE_STAGES,
                         help="stage to analyze (default: D, else I, G, Q)")
@@ -49,13 +52,25 @@ def config_from_args(args: argparse.Namespace, manifest: Any = None) -> AnalyzeC
 
 
 def load_and_analyze(files: list[str], args: argparse.Namespace) -> dict[str, Any]:
-    """Ingest files as one bundle and analyze them (raises ParseError on bad input)."""
+    """Ingest files (directories expanded) as one bundle and analyze them.
+
+    Raises:
+        ParseError: bad input (with file, line/offset and reason).
+        UsageError: a file is missing, or a ``--device`` is not in the trace.
+    """
     from workers.traces import ingest
 
-    paths = [Path(f) for f in files]
+    paths = [Path(f) for f in bundle_files(files)]
     ing = ingest(paths, names=[str(p) for p in paths])
-    return analyze(ing.table, config=config_from_args(args, ing.manifest),
-                   summaries=ing.summaries)
+    res = analyze(ing.table, config=config_from_args(args, ing.manifest),
+                  summaries=ing.summaries)
+    wanted = getattr(args, "device", None)
+    if wanted:
+        absent = [d for d in wanted if d not in res["devices"]]
+        if absent:
+            have = ", ".join(dev_str(d) for d in ing.table.device_ids()) or "none"
+            raise UsageError(f"device {', '.join(absent)} not in the trace (devices: {have})")
+    return res
 
 
 def _device_header(dev: str, d: Mapping[str, Any]) -> str:
@@ -81,15 +96,20 @@ def print_text(res: Mapping[str, Any], seek_only: bool, out: Any) -> None:
             out.write(f"  most frequent: {top}\n")
         f = d["fragmentation"]
         if f["requests"]:
+            pieces = (f"{f['pieces_per_bio']:.2f} pieces/bio ({f['splits_source']})"
+                      if f["splits_source"] else "pieces/bio unknown (no Q events)")
             out.write(f"fragmentation: {100 * f['below_max_share']:.1f}% below max_sectors "
                       f"{f['max_sectors']} ({f['max_sectors_source']}), "
-                      f"{f['sandwiched']} sandwiched, {f['pieces_per_bio']:.2f} pieces/bio"
-                      + (f" ({f['splits_source']})" if f["splits_source"] else "") + "\n")
+                      f"{f['sandwiched']} sandwiched, {pieces}\n")
         o = d["ordering"]
         if o["requests"] > 1:
             out.write(f"ordering: {o['backward']} backward dispatches "
                       f"({100 * o['backward_share']:.1f}%)\n")
         out.write("\n")
+    if not res["devices"]:
+        kinds = ", ".join(f"{k} ({len(v)} rows)" for k, v in res.get("summaries", {}).items())
+        out.write("no trace events to analyze" + (f"; summaries: {kinds}" if kinds else "")
+                  + "\n")
     if not seek_only and res["devices"]:
         names = {k: v["name"] for k, v in res["devices"].items()}
         out.write("iostat-like (computed from the trace):\n")
@@ -97,12 +117,11 @@ def print_text(res: Mapping[str, Any], seek_only: bool, out: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    missing = [f for f in args.files if not Path(f).exists()]
-    if missing:
-        sys.stderr.write(f"error: no such file: {', '.join(missing)}\n")
-        return 2
     try:
         res = load_and_analyze(args.files, args)
+    except UsageError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
     except ParseError as exc:
         sys.stderr.write(f"error: {exc.message}\n")
         return 1

@@ -13,15 +13,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workers.compare import compare
+from workers.analyzers.common import SELECTABLE_STAGES
+from workers.cli.common import UsageError, device_arg
+from workers.compare import Thresholds, compare
 from workers.errors import ParseError
 from workers.report import render_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stage", choices=("Q", "G", "I", "D", "C"),
+    parser.add_argument("--stage", choices=SELECTABLE_STAGES,
                         help="stage to analyze (default: D, else I, G, Q)")
-    parser.add_argument("--device", action="append", metavar="MAJ,MIN",
+    parser.add_argument("--device", action="append", metavar="MAJ,MIN", type=device_arg,
                         help="restrict to a device (repeatable)")
     parser.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                         help="override a check threshold, e.g. throughput_drop_fail_pct=5")
@@ -41,25 +43,6 @@ def split_runs(runs: list[str]) -> tuple[list[str], list[str]]:
     return base, patched
 
 
-def _run_files(arg: str) -> list[str]:
-    """Files of one run. A directory is one bundle: files of no known format (notes,
-    command logs) are skipped with a warning, and when it holds raw blktrace files, the
-    blkparse text rendered from them is skipped too (it is the same events twice)."""
-    p = Path(arg)
-    if not p.is_dir():
-        return [arg]
-    from workers.traces import detect_format
-
-    found: list[tuple[str, str]] = []
-    for f in sorted(x for x in p.rglob("*") if x.is_file() and x.stat().st_size > 0):
-        try:
-            found.append((str(f), detect_format(f, name=str(f))))
-        except ParseError:
-            sys.stderr.write(f"warning: {f}: not a trace, summary or manifest; skipped\n")
-    has_binary = any(fmt == "blktrace" for _, fmt in found)
-    return [f for f, fmt in found if not (has_binary and fmt == "blkparse")]
-
-
 def run(args: argparse.Namespace) -> int:
     from workers.cli.analyze import load_and_analyze
 
@@ -71,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
             if not value:
                 raise ValueError(f"bad --threshold {item!r}: use NAME=VALUE")
             overrides[name.strip()] = value.strip()
+        Thresholds().with_overrides(overrides)  # unknown names and bad values before parsing
     except ValueError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
@@ -80,9 +64,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     ns = argparse.Namespace(stage=args.stage, device=args.device)
     try:
-        res_b = [load_and_analyze(_run_files(r), ns) for r in base]
-        res_p = [load_and_analyze(_run_files(r), ns) for r in patched]
+        # each argument is one run: a file, an archive, or a directory (one bundle)
+        res_b = [load_and_analyze([r], ns) for r in base]
+        res_p = [load_and_analyze([r], ns) for r in patched]
         cmp = compare(res_b, res_p, thresholds=overrides or None)
+    except UsageError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
     except ParseError as exc:
         sys.stderr.write(f"error: {exc.message}\n")
         return 1

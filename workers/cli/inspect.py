@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from workers.cli.common import UsageError, bundle_files
 from workers.errors import ParseError
 from workers.events import ACTION_LETTERS, EventTable, dev_str
 from workers.traces import Ingest, ingest
@@ -24,7 +25,8 @@ from workers.traces import Ingest, ingest
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE",
-                        help="trace, summary, manifest or archive files (one bundle)")
+                        help="trace, summary, manifest or archive files, or a capture "
+                             "directory (one bundle)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -76,7 +78,9 @@ def print_report(rep: dict[str, Any], out: TextIO) -> None:
         count = f"  {f['events']} events/rows" if f["events"] else ""
         out.write(f"{f['name']:<{width}}  {f['format']:<11} {f['size']:>12,d} B{count}{extra}\n")
     out.write(f"\nevents: {rep['events']:,}")
-    if rep["time_known"]:
+    if not rep["events"]:
+        out.write("   (summary tables only)\n" if rep["summaries"] else "\n")
+    elif rep["time_known"]:
         first, last = rep["span_s"]
         out.write(f"   time span: {first:.9f} .. {last:.9f} s ({last - first:.6f} s)\n")
     else:
@@ -102,17 +106,17 @@ def print_report(rep: dict[str, Any], out: TextIO) -> None:
         out.write(f"summary {kind}: {n} rows\n")
     m = rep["manifest"]
     if m:
-        out.write(f"manifest: kernel={m['kernel']} role={m['role']} "
+        out.write(f"manifest: kernel={m['kernel'] or '-'} role={m['role'] or '-'} "
                   f"stack={m['stack'].get('kind', '-')}\n")
     for w in rep["warnings"]:
         out.write(f"warning: {w}\n")
 
 
 def run(args: argparse.Namespace) -> int:
-    paths = [Path(f) for f in args.files]
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        sys.stderr.write(f"error: no such file: {', '.join(missing)}\n")
+    try:
+        paths = [Path(f) for f in bundle_files(args.files)]
+    except UsageError as exc:
+        sys.stderr.write(f"error: {exc}\n")
         return 2
     try:
         result = ingest(paths, names=[str(p) for p in paths])
@@ -120,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             sys.stdout.write(json.dumps({"error": exc.to_json()}, indent=2) + "\n")
         else:
-            sys.stdout.write(f"error: {exc.message}\n")
+            sys.stderr.write(f"error: {exc.message}\n")
         return 1
     rep = report(result)
     if args.json:

@@ -62,7 +62,12 @@ class Manifest:
     def dev_for_name(self, name: str) -> int | None:
         """The dev_t of a disk name (``ublkb0``), if the manifest maps it."""
         text = self.devices.get(name)
-        return parse_dev(text) if text else None
+        if not text:
+            return None
+        try:
+            return parse_dev(text)
+        except ValueError:
+            return None  # mapped to another name, or out of dev_t range: not a number
 
     def limits_for(self, dev: int, name: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -115,3 +115,65 @@ def test_compare_directory_runs_skip_notes_and_duplicate_text(tmp_path: Path) ->
     assert r.returncode == 0, r.stderr
     assert "commands.txt" in r.stderr and "skipped" in r.stderr
     assert "cnt 20, zero cnt 20" in r.stdout and "cnt 20, zero cnt 0" in r.stdout
+
+
+def test_analyze_bad_and_absent_device_are_one_line_errors(tmp_path: Path) -> None:
+    """--device xyz is a usage error; a device not in the trace names the ones that are."""
+    f = str(_write(_run_table([0] * 5, 1000), tmp_path / "a.txt"))
+    r = _cli("analyze", "--device", "xyz", f)
+    assert r.returncode == 2 and "bad device 'xyz'" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("analyze", "--device", "9,9", f)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == "error: device 9,9 not in the trace (devices: 8,0)"
+    r = _cli("compare", "--device", "8:0:1", f, "--", f)
+    assert r.returncode == 2 and "bad device" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_analyze_and_inspect_take_a_capture_directory(tmp_path: Path) -> None:
+    """A directory is one bundle for analyze and inspect too; notes are skipped with a warning."""
+    d = tmp_path / "run"
+    d.mkdir()
+    _write(_run_table([0] * 9, 1000), d / "sda.blkparse.txt")
+    (d / "commands.txt").write_text("+ dd if=/dev/sda of=/dev/null\n")
+    r = _cli("analyze", "--seek", str(d))
+    assert r.returncode == 0, r.stderr
+    assert "cnt 9, zero cnt 9" in r.stdout and "commands.txt" in r.stderr
+    r = _cli("inspect", str(d))
+    assert r.returncode == 0, r.stderr
+    assert "events: 20" in r.stdout
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = _cli("analyze", str(empty))
+    assert r.returncode == 2 and "holds no trace" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_analyze_summary_only_bundle_says_so(tmp_path: Path) -> None:
+    """An fio JSON alone has no events: analyze says so instead of printing nothing."""
+    f = tmp_path / "fio.json"
+    f.write_text('{"fio version": "fio-3.33", "jobs": [{"jobname": "j", "read": {"bw": 1, '
+                 '"iops": 1, "io_bytes": 1, "runtime": 1}, "write": {"bw": 0, "iops": 0, '
+                 '"io_bytes": 0, "runtime": 0}}]}')
+    r = _cli("analyze", str(f))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "no trace events to analyze; summaries: fio (1 rows)"
+
+
+def test_cli_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
+    """`analyze ... | head -1`: a reader that goes away ends the command without a traceback."""
+    f = str(_write(_run_table(list(range(0, 4000, 8)), 1000), tmp_path / "a.txt"))
+    p = subprocess.Popen([sys.executable, "-m", "workers", "analyze", f], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # before the command writes anything
+    err = p.stderr.read()
+    rc = p.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    assert rc == 141
+
+
+def test_compare_bad_threshold_value_before_parsing(tmp_path: Path) -> None:
+    """A non-numeric threshold is a one-line usage error naming the threshold."""
+    f = str(_write(_run_table([0] * 5, 1000), tmp_path / "a.txt"))
+    r = _cli("compare", "--threshold", "throughput_drop_fail_pct=abc", f, "--", f)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "error: threshold throughput_drop_fail_pct: 'abc' is not a number"

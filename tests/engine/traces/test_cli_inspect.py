@@ -13,10 +13,16 @@ from workers.cli import inspect as cli
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    rc, out, _ = _run_both(argv, capsys)
+    return rc, out
+
+
+def _run_both(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
     rc = cli.run(parser.parse_args(argv))
-    return rc, capsys.readouterr().out
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
 
 
 def test_inspect_per_cpu_files(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -45,14 +51,14 @@ def test_inspect_parse_error_exit_1(tmp_path: Path, capsys: pytest.CaptureFixtur
                       0, 500)
     p = tmp_path / "sda.blktrace.0"
     p.write_bytes(rec)
-    rc, out = _run([str(p)], capsys)
-    assert rc == 1
-    assert "sda.blktrace.0, byte 0: payload length 500 runs past the end" in out
+    rc, out, err = _run_both([str(p)], capsys)
+    assert rc == 1 and out == ""
+    assert "sda.blktrace.0, byte 0: payload length 500 runs past the end" in err
 
 
 def test_inspect_unknown_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Prose is reported as an unknown format, exit 1."""
     p = tmp_path / "notes.txt"
     p.write_text("just words\n")
-    rc, out = _run([str(p)], capsys)
-    assert rc == 1 and "not a recognised trace" in out
+    rc, out, err = _run_both([str(p)], capsys)
+    assert rc == 1 and "not a recognised trace" in err and out == ""
