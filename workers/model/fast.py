@@ -914,7 +914,8 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
                 _release_slot(FB, S, S_BFREE, b)
                 b = nb
             _release_slot(FR, S, S_RFREE, rq)
-            _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, E, node, t)
+            # dispatch at the model clock, which submissions may have moved past t
+            _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, E, node, S[S_NOW])
             continue
         u = payload
         th = U[u, 2]

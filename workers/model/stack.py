@@ -313,7 +313,8 @@ def stack_from_spec(spec: str) -> Stack:
 
     Kinds: ``disk``, ``raid0``, ``raid5``, ``linear``, ``cache`` (alias ``bcache``). Keys:
     ``disks`` (members), ``chunk`` (``64k``), ``layout``, ``data_offset`` (sectors),
-    ``device`` (service model: hdd, sata_ssd, nvme, ufs), ``scheduler``, ``queue_depth``,
+    ``device`` (service model: hdd, sata_ssd, nvme, ufs), ``size`` (data size of
+    each member, e.g. ``64m``: where md-linear moves to the next member), ``scheduler``, ``queue_depth``,
     ``nr_requests``, any sysfs limit of the members (``max_sectors_kb`` ...) and ``md_<limit>``
     for the array's own limits (``md_max_sectors_kb=1024``). Members are sda, sdb, ...
     (8,0 8,16 ...), the array is md0 (9,0), a cache device bcache0 (252,0).
@@ -345,6 +346,7 @@ def stack_from_spec(spec: str) -> Stack:
     layout = params.pop("layout", "")
     data_offset = _int(params.pop("data_offset", "0"), "data_offset")
     device = params.pop("device", None)
+    msize = parse_size(params.pop("size", "0")) >> 9
     member_limits: dict[str, Any] = {}
     md_limits: dict[str, Any] = {}
     for k, v in params.items():
@@ -366,9 +368,10 @@ def stack_from_spec(spec: str) -> Stack:
         return Stack(Node(dev=make_dev(252, 0), name="bcache0", kind="cache",
                           members=(cache, backing), limits=md_limits))
     members = tuple(_disk_node(i, member_limits, device) for i in range(n))
+    sizes = (msize,) * n if msize > 0 else ()
     return Stack(Node(dev=make_dev(9, 0), name="md0", kind=kind, members=members,
                       chunk_sectors=chunk, data_offset=data_offset, layout=layout,
-                      limits=md_limits))
+                      sizes=sizes, limits=md_limits))
 
 
 def _int(text: Any, what: str) -> int:

@@ -474,4 +474,7 @@ class Engine:
         self.ev(rq.dev, 0, ACT_COMPLETE, rq.rwbs, rq.sector, rq.nr, t=t)
         for b in rq.bios:
             self._release(b, t)
-        self.kick(rq.dev, t)
+        # The freed tag is used at the model clock: host steps of submissions processed
+        # before this completion may have moved ``now`` past ``t``, and a D at ``t`` would
+        # then precede the G of the request it issues.
+        self.kick(rq.dev, max(t, self.now))
