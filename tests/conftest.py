@@ -239,8 +239,12 @@ def model_capture(name: str) -> list[Any]:
     return [uploaded(trace.name, trace.read_bytes()), uploaded(manifest.name, manifest.read_bytes())]
 
 
-def finish_comparison(comparison: Any) -> Any:
-    """Run every pending analysis job and then the comparison step in this process."""
+def finish_comparison(comparison: Any, *, timeout: float = 180.0) -> Any:
+    """Run every pending analysis job and then the comparison step in this process.
+
+    With a live worker in the session (transactional tests), the worker may take some of the
+    same tasks: this waits for whichever runs them to finish.
+    """
     from django.db import transaction
 
     from reviewapp.models import AnalysisJob, ComparisonResult
@@ -250,11 +254,18 @@ def finish_comparison(comparison: Any) -> Any:
     for bundle in list(comparison.baseline_bundles.all()) + list(comparison.patched_bundles.all()):
         for job in AnalysisJob.objects.filter(bundle=bundle, state="queued"):
             run_analysis(job.pk)
-    with transaction.atomic():
-        comparison_refresh_status(comparison=comparison)
-    result = ComparisonResult.objects.get(comparison=comparison)
-    if not result.is_final:
+
+    def analyzed() -> bool:
+        with transaction.atomic():
+            return comparison_refresh_status(comparison=comparison) in ("ready", "failed")
+
+    wait_for(analyzed, timeout=timeout, what="bundle analyses")
+    result = wait_for(lambda: ComparisonResult.objects.filter(comparison=comparison).first(),
+                      timeout=timeout, what="comparison result row")
+    if result.state == "queued":
         run_compare(result.pk, task_id=result.celery_task_id)
+    wait_for(lambda: ComparisonResult.objects.get(pk=result.pk).is_final, timeout=timeout,
+             what="comparison step")
     comparison.refresh_from_db()
     return comparison
 

@@ -92,6 +92,7 @@ def run_analysis(job_id: int, *, task_id: str = "") -> str:
         if stored is None:
             storage.delete_quietly(events_name)
             return "skipped"
+        events_name = ""  # stored and referenced by the results: never delete it from here on
         return "succeeded"
     except ParseError as exc:
         storage.delete_quietly(events_name)

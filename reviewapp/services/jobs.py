@@ -94,8 +94,8 @@ def job_mark_failed(*, job_id: int, error: str, detail: dict[str, Any] | None = 
     """Failed, with a readable error (file, line, reason for a parse error); no results."""
     with transaction.atomic():
         job = AnalysisJob.objects.select_for_update().filter(pk=job_id).first()
-        if job is None:
-            return
+        if job is None or job.state == c.JOB_STATE_SUCCEEDED:
+            return  # gone, or its results are stored: a later error does not undo them
         job.state = c.JOB_STATE_FAILED
         job.error = error
         job.error_detail = detail
@@ -134,7 +134,12 @@ def job_store_results(*, job_id: int, results: dict[str, Any], ingest: dict[str,
         job.error = ""
         job.finished = timezone.now()
         job.save(update_fields=["state", "progress", "message", "error", "finished"])
-    comparisons_refresh_for_bundle(bundle_id=job.bundle_id)
+    try:
+        comparisons_refresh_for_bundle(bundle_id=job.bundle_id)
+    except Exception:
+        # The results are committed; a failed status refresh (which also queues the
+        # comparison step) is repaired by the next refresh (any page or API read).
+        log.exception("refreshing comparisons of bundle %s failed", job.bundle_id)
     return result
 
 

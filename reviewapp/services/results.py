@@ -95,8 +95,13 @@ def comparison_result_ensure(*, comparison: Comparison, force: bool = False
     """
     if comparison.status != c.COMPARISON_READY:
         return None
-    inputs = result_inputs(comparison)
     with transaction.atomic():
+        # The comparison row is the lock: the worker storing a bundle's results and a client
+        # polling the check may both get here at once; only one creates the result row.
+        # FOR NO KEY UPDATE, so the worker inserting chart rows (which key-share-lock the
+        # comparison) while it holds the result row is never blocked by us: no deadlock.
+        Comparison.objects.select_for_update(no_key=True).filter(pk=comparison.pk).first()
+        inputs = result_inputs(comparison)
         existing = ComparisonResult.objects.select_for_update().filter(
             comparison=comparison).first()
         if existing is not None and existing.inputs == inputs and not force:
