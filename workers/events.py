@@ -362,6 +362,20 @@ class EventTable:
 
 
 # --- RWBS text <-> bits ---------------------------------------------------------------------
+#: Flag letters after the op, in the order ``blk_fill_rwbs`` and ``fill_rwbs`` print them.
+#: Shared by both spellings (blkparse here, the kernel's in ``workers.traces.ftrace``).
+RWBS_FLAG_LETTERS: tuple[tuple[str, int], ...] = (
+    ("F", RWBS_FUA), ("A", RWBS_AHEAD), ("S", RWBS_SYNC), ("M", RWBS_META),
+    ("P", RWBS_PRIO), ("U", RWBS_ATOMIC),
+)
+#: blkparse's first (direction) letter.
+_RWBS_DIRECTION = {"R": RWBS_READ, "W": RWBS_WRITE, "D": RWBS_DISCARD, "N": RWBS_NONE,
+                   "E": RWBS_SECURE | RWBS_DISCARD, "Z": RWBS_ZONE}
+#: Letters after the direction: the flags, then write-zeroes and zone spellings.
+_RWBS_LATER = {**dict(RWBS_FLAG_LETTERS), "Z": RWBS_WRITE_ZEROES, "W": RWBS_WRITE,
+               "R": RWBS_READ, "O": RWBS_ZONE, "C": RWBS_ZONE}
+
+
 def rwbs_from_text(text: str) -> int:
     """Bits from a blkparse / ftrace RWBS string such as ``"WS"``, ``"FWFS"``, ``"RA"``.
 
@@ -369,57 +383,20 @@ def rwbs_from_text(text: str) -> int:
     a leading F is a preflush, then the direction letter, then a trailing F is FUA.
     """
     bits = 0
-    i = 0
     s = text.strip()
     if s.startswith("F") and len(s) > 1 and s[1] in "WRDNSEZ":
         bits |= RWBS_FLUSH
-        i = 1
+        s = s[1:]
     elif s == "F":
         return RWBS_FLUSH
-    direction_seen = False
-    for ch in s[i:]:
-        if not direction_seen:
-            direction_seen = True
-            if ch == "R":
-                bits |= RWBS_READ
-                continue
-            if ch == "W":
-                bits |= RWBS_WRITE
-                continue
-            if ch == "D":
-                bits |= RWBS_DISCARD
-                continue
-            if ch == "N":
-                bits |= RWBS_NONE
-                continue
-            if ch == "E":
-                bits |= RWBS_SECURE | RWBS_DISCARD
-                continue
-            if ch == "Z":
-                bits |= RWBS_ZONE
-                continue
-        if ch == "F":
-            bits |= RWBS_FUA
-        elif ch == "A":
-            bits |= RWBS_AHEAD
-        elif ch == "S":
-            bits |= RWBS_SYNC
-        elif ch == "M":
-            bits |= RWBS_META
-        elif ch == "P":
-            bits |= RWBS_PRIO
-        elif ch == "U":
-            bits |= RWBS_ATOMIC
-        elif ch == "Z":
-            bits |= RWBS_WRITE_ZEROES
-        elif ch == "W":
-            bits |= RWBS_WRITE
-        elif ch == "R":
-            bits |= RWBS_READ
-        elif ch in "OCS":
-            bits |= RWBS_ZONE
-        else:
+    if s and s[0] in _RWBS_DIRECTION:
+        bits |= _RWBS_DIRECTION[s[0]]
+        s = s[1:]
+    for ch in s:
+        bit = _RWBS_LATER.get(ch)
+        if bit is None:
             raise ValueError(f"unknown RWBS letter {ch!r} in {text!r}")
+        bits |= bit
     return bits
 
 
@@ -444,18 +421,7 @@ def rwbs_to_text(bits: int) -> str:
         out.append("N")
     if bits & RWBS_WRITE_ZEROES and bits & RWBS_WRITE:
         out.append("Z")
-    if bits & RWBS_FUA:
-        out.append("F")
-    if bits & RWBS_AHEAD:
-        out.append("A")
-    if bits & RWBS_SYNC:
-        out.append("S")
-    if bits & RWBS_META:
-        out.append("M")
-    if bits & RWBS_PRIO:
-        out.append("P")
-    if bits & RWBS_ATOMIC:
-        out.append("U")
+    out.extend(letter for letter, bit in RWBS_FLAG_LETTERS if bits & bit)
     return "".join(out)
 
 

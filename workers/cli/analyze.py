@@ -19,8 +19,7 @@ from typing import Any
 from workers.analyzers import AnalyzeConfig, analyze
 from workers.analyzers.common import SELECTABLE_STAGES
 from workers.analyzers.seek import SeekHistogram
-from workers.cli.common import UsageError, bundle_files, device_arg
-from workers.errors import ParseError
+from workers.cli.common import UsageError, bundle_files, device_arg, guarded
 from workers.events import dev_str
 from workers.report import iostat_table
 
@@ -117,16 +116,12 @@ def print_text(res: Mapping[str, Any], seek_only: bool, out: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
+    def body() -> int:
         res = load_and_analyze(args.files, args)
-    except UsageError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
-    except ParseError as exc:
-        sys.stderr.write(f"error: {exc.message}\n")
-        return 1
-    if args.json:
-        sys.stdout.write(json.dumps(res) + "\n")
-    else:
-        print_text(res, args.seek, sys.stdout)
-    return 0
+        if args.json:
+            sys.stdout.write(json.dumps(res) + "\n")
+        else:
+            print_text(res, args.seek, sys.stdout)
+        return 0
+
+    return guarded(body)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from workers.errors import ParseError
@@ -17,6 +18,18 @@ from workers.events import dev_str, parse_dev
 
 class UsageError(Exception):
     """A command-line mistake (missing file, bad option value): exit code 2, one line."""
+
+
+def guarded(body: Callable[[], int]) -> int:
+    """Run a command body; a usage error exits 2 and bad input 1, each with one line."""
+    try:
+        return body()
+    except UsageError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except ParseError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        return 1
 
 
 def device_arg(text: str) -> str:

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from workers.analyzers.common import SELECTABLE_STAGES
-from workers.cli.common import UsageError, device_arg
+from workers.cli.common import device_arg, guarded
 from workers.compare import Thresholds, compare
-from workers.errors import ParseError
 from workers.report import render_report
 
 
@@ -59,26 +58,20 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     missing = [r for r in base + patched if not Path(r).exists()]
-    if missing:
+    if missing:  # before minutes of parsing the other runs
         sys.stderr.write(f"error: no such file: {', '.join(missing)}\n")
         return 2
     ns = argparse.Namespace(stage=args.stage, device=args.device)
-    try:
+
+    def body() -> int:
         # each argument is one run: a file, an archive, or a directory (one bundle)
         res_b = [load_and_analyze([r], ns) for r in base]
         res_p = [load_and_analyze([r], ns) for r in patched]
         cmp = compare(res_b, res_p, thresholds=overrides or None)
-    except UsageError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
-    except ParseError as exc:
-        sys.stderr.write(f"error: {exc.message}\n")
-        return 1
-    except ValueError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
-    if args.json:
-        sys.stdout.write(json.dumps(cmp) + "\n")
-    else:
-        sys.stdout.write(render_report(cmp, title=args.title))
-    return 0
+        if args.json:
+            sys.stdout.write(json.dumps(cmp) + "\n")
+        else:
+            sys.stdout.write(render_report(cmp, title=args.title))
+        return 0
+
+    return guarded(body)

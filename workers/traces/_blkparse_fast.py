@@ -21,12 +21,42 @@ import numpy as np
 from numba import types
 from numba.typed import Dict, List
 
+from workers.events import (
+    ACT_BACKMERGE,
+    ACT_BOUNCE,
+    ACT_COMPLETE,
+    ACT_FRONTMERGE,
+    ACT_GETRQ,
+    ACT_INSERT,
+    ACT_ISSUE,
+    ACT_MESSAGE,
+    ACT_PLUG,
+    ACT_QUEUE,
+    ACT_REMAP,
+    ACT_REQUEUE,
+    ACT_SLEEPRQ,
+    ACT_SPLIT,
+    ACT_UNPLUG_IO,
+    ACT_UNPLUG_TIMER,
+    RWBS_AHEAD,
+    RWBS_DISCARD,
+    RWBS_FLUSH,
+    RWBS_FUA,
+    RWBS_META,
+    RWBS_NONE,
+    RWBS_READ,
+    RWBS_SYNC,
+    RWBS_WRITE,
+)
+
 OK = 0
 FALLBACK = 1
 
-# action letters -> codes (ACT_* in workers.events)
-_A_Q, _A_M, _A_F, _A_G, _A_S, _A_R, _A_D, _A_C = 1, 2, 3, 4, 5, 6, 7, 8
-_A_P, _A_U, _A_UT, _A_I, _A_X, _A_B, _A_A, _A_MSG = 9, 10, 11, 12, 13, 14, 15, 64
+# action letters -> codes (module globals are compile-time constants to numba)
+_A_Q, _A_M, _A_F, _A_G = ACT_QUEUE, ACT_BACKMERGE, ACT_FRONTMERGE, ACT_GETRQ
+_A_S, _A_R, _A_D, _A_C = ACT_SLEEPRQ, ACT_REQUEUE, ACT_ISSUE, ACT_COMPLETE
+_A_P, _A_U, _A_UT, _A_I = ACT_PLUG, ACT_UNPLUG_IO, ACT_UNPLUG_TIMER, ACT_INSERT
+_A_X, _A_B, _A_A, _A_MSG = ACT_SPLIT, ACT_BOUNCE, ACT_REMAP, ACT_MESSAGE
 
 
 @numba.njit(cache=True, inline="always")
@@ -184,32 +214,32 @@ def scan(b: Any, max_line: int, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid:
         q = r0
         if r1 - r0 >= 2 and b[q] == 70 and (b[q + 1] == 87 or b[q + 1] == 82
                                              or b[q + 1] == 68 or b[q + 1] == 78):
-            bits |= 16
+            bits |= RWBS_FLUSH
             q += 1
         if q >= r1:
             return FALLBACK, k, skipped, starts, ends
         d0 = b[q]
         if d0 == 82:
-            bits |= 1
+            bits |= RWBS_READ
         elif d0 == 87:
-            bits |= 2
+            bits |= RWBS_WRITE
         elif d0 == 68:
-            bits |= 4
+            bits |= RWBS_DISCARD
         elif d0 == 78:
-            bits |= 8
+            bits |= RWBS_NONE
         else:
             return FALLBACK, k, skipped, starts, ends
         q += 1
         while q < r1:
             f = b[q]
             if f == 70:
-                bits |= 32
+                bits |= RWBS_FUA
             elif f == 65:
-                bits |= 64
+                bits |= RWBS_AHEAD
             elif f == 83:
-                bits |= 128
+                bits |= RWBS_SYNC
             elif f == 77:
-                bits |= 256
+                bits |= RWBS_META
             else:
                 return FALLBACK, k, skipped, starts, ends
             q += 1

@@ -95,6 +95,23 @@ class _Columns:
             self.comms.append(text)
         return idx
 
+    def add(self, time_ns: int, seq: int, dev: int, cpu: int, pid: int, action: int, rwbs: int,
+            sector: int, nr_sectors: int, aux: int, aux2: int, error: int, comm: int) -> None:
+        """Append one event (every text parser's single place that writes a row)."""
+        self.time_ns.append(time_ns)
+        self.seq.append(seq)
+        self.dev.append(dev)
+        self.cpu.append(cpu)
+        self.pid.append(pid)
+        self.action.append(action)
+        self.rwbs.append(rwbs)
+        self.sector.append(sector)
+        self.nr_sectors.append(nr_sectors)
+        self.aux.append(aux)
+        self.aux2.append(aux2)
+        self.error.append(error)
+        self.comm.append(comm)
+
     def table(self, *, time_known: bool = True, meta: dict[str, object] | None = None,
               ) -> EventTable:
         cols = {name: np.frombuffer(getattr(self, name), dtype=getattr(self, name).typecode)
@@ -222,19 +239,8 @@ def _parse_event(parts: list[str], c: _Columns, rwbs_cache: _RwbsCache) -> None:
         rwbs = rwbs_cache[rwbs_text]
     except ValueError as exc:
         raise _fail(str(exc)) from None
-    c.time_ns.append(time_ns)
-    c.seq.append(seq)
-    c.dev.append(make_dev(major, minor))
-    c.cpu.append(cpu)
-    c.pid.append(pid)
-    c.action.append(code)
-    c.rwbs.append(rwbs)
-    c.sector.append(sector)
-    c.nr_sectors.append(nr)
-    c.aux.append(aux)
-    c.aux2.append(aux2)
-    c.error.append(error)
-    c.comm.append(comm_idx)
+    c.add(time_ns, seq, make_dev(major, minor), cpu, pid, code, rwbs, sector, nr, aux, aux2,
+          error, comm_idx)
 
 
 #: Files at least this large go through the numba scanner first.

@@ -94,19 +94,7 @@ class _DiskMap:
 
 def _append(c: _Columns, *, t: int, dev: int, cpu: int, pid: int, action: int, rwbs: int,
             sector: int, nr: int, comm: str) -> None:
-    c.time_ns.append(t)
-    c.seq.append(0)
-    c.dev.append(dev)
-    c.cpu.append(cpu)
-    c.pid.append(pid)
-    c.action.append(action)
-    c.rwbs.append(rwbs)
-    c.sector.append(sector)
-    c.nr_sectors.append(nr)
-    c.aux.append(0)
-    c.aux2.append(0)
-    c.error.append(0)
-    c.comm.append(c.intern(comm) if comm else 0)
+    c.add(t, 0, dev, cpu, pid, action, rwbs, sector, nr, 0, 0, 0, c.intern(comm) if comm else 0)
 
 
 def _finish(c: _Columns, disks: _DiskMap, fmt: str, extra: list[str]) -> EventTable:

@@ -49,17 +49,12 @@ from workers.events import (
     ACT_SLEEPRQ,
     ACT_SPLIT,
     ACT_UNPLUG_IO,
-    RWBS_AHEAD,
-    RWBS_ATOMIC,
     RWBS_DISCARD,
+    RWBS_FLAG_LETTERS,
     RWBS_FLUSH,
-    RWBS_FUA,
-    RWBS_META,
     RWBS_NONE,
-    RWBS_PRIO,
     RWBS_READ,
     RWBS_SECURE,
-    RWBS_SYNC,
     RWBS_WRITE,
     RWBS_WRITE_ZEROES,
     RWBS_ZONE,
@@ -111,8 +106,8 @@ EVENTS: dict[str, tuple[int, str]] = {
     "block_unplug": (ACT_UNPLUG_IO, "unplug"),
 }
 
-_FLAG_BITS = {"F": RWBS_FUA, "A": RWBS_AHEAD, "S": RWBS_SYNC, "M": RWBS_META, "P": RWBS_PRIO,
-              "U": RWBS_ATOMIC, "E": RWBS_SECURE}
+#: flag letters: blkparse's set plus ``E`` (secure, as older kernels print it)
+_FLAG_BITS = {**dict(RWBS_FLAG_LETTERS), "E": RWBS_SECURE}
 
 
 def ftrace_rwbs(text: str) -> int:
@@ -287,16 +282,5 @@ def _add(c: _Columns, spec: tuple[int, str], body: str, pid: int, cpu: int, t: i
         raise ValueError("number out of range")
     if kind not in ("plug", "unplug"):
         c.last_dev[pid] = c.last_dev[-1] = dev
-    c.time_ns.append(max(t, 0))
-    c.seq.append(0)
-    c.dev.append(dev)
-    c.cpu.append(cpu)
-    c.pid.append(pid)
-    c.action.append(action)
-    c.rwbs.append(rwbs)
-    c.sector.append(sector)
-    c.nr_sectors.append(nr)
-    c.aux.append(aux)
-    c.aux2.append(aux2)
-    c.error.append(error)
-    c.comm.append(c.intern(comm) if comm else 0)
+    c.add(max(t, 0), 0, dev, cpu, pid, action, rwbs, sector, nr, aux, aux2, error,
+          c.intern(comm) if comm else 0)
