@@ -385,7 +385,13 @@ def latency_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
         if c:
             charts.append(c)
     metrics: list[Metric] = []
-    for kind in LATENCY_KINDS:
+    present = [k for k in LATENCY_KINDS
+               if any(_num(_get(d, f"latency.{k}.count")) for s in SIDES for d in per_side.get(s, []))]
+    if not present:
+        return {"charts": charts, "tables": [], "notes": [
+            "No latency pairs: btt-style latencies need matching Q/G/I/D/C events of one "
+            "request on this device."]}
+    for kind in present:
         for q in ("p50", "p90", "p99"):
             metrics.append((f"latency.{kind}.percentiles_ns.{q}", f"{kind} {q}", "us", 1e-3, 1))
         metrics.append((f"latency.{kind}.max_ns", f"{kind} max", "us", 1e-3, 1))
@@ -458,8 +464,9 @@ def model_section(model: Mapping[str, Any] | None, dev: str,
             "No model run: the comparison names no policy under test and no kernel on "
             "either side."]}
     if model.get("state") != "ok":
-        return {"charts": [], "tables": [], "error": str(model.get("error") or "model failed"),
-                "notes": [f"The model panel failed: {model.get('error') or 'unknown error'}"]}
+        return {"charts": [], "tables": [],
+                "error": f"The model panel failed: {model.get('error') or 'unknown error'}",
+                "notes": ["The observed comparison above is unaffected."]}
     pdev = (model.get("device_map") or {}).get(dev, dev)
     sides: dict[str, list[Mapping[str, Any]]] = {s: list(observed.get(s, [])) for s in SIDES}
     for s in ("predicted_old", "predicted_new"):

@@ -72,7 +72,8 @@ def test_model_panel_replays_baseline_with_old_and_new_policy(finished_compariso
 
 
 def test_model_failure_does_not_fail_the_comparison(db, user):
-    """An unknown baseline kernel: the model panel stores a readable error, the rest succeeds."""
+    """A policy value the model rejects: the model panel stores a readable error, the rest of
+    the comparison step succeeds."""
     from reviewapp.models import TraceBundle
     from reviewapp.services.comparisons import submission_create
 
@@ -107,6 +108,9 @@ def test_no_policy_no_kernel_means_no_model_run(db, user, make_upload, seed000_b
     base = dict(zip(seek["charts"][0]["panels"][0]["figure"]["data"][0]["x"],
                     seek["charts"][0]["panels"][0]["figure"]["data"][0]["y"]))
     assert base["256..512"] == 2 and sum(base.values()) == 6  # the hand-computed seed 000 lines
+    latency = json.loads(ComparisonChart.objects.get(comparison=comparison, section="latency",
+                                                     dev="8,0").payload)
+    assert latency["tables"] == [] and "No latency pairs" in latency["notes"][0]
 
 
 def test_settings_thresholds_are_the_engines_fields():
