@@ -56,6 +56,23 @@ from workers.events import (
     EventTable,
     rwbs_to_text,
 )
+from workers.traces.blktrace_bin import (
+    MAGIC,
+    TC_AHEAD,
+    TC_COMPLETE,
+    TC_DISCARD,
+    TC_FLUSH,
+    TC_FUA,
+    TC_ISSUE,
+    TC_META,
+    TC_NOTIFY,
+    TC_QUEUE,
+    TC_READ,
+    TC_REQUEUE,
+    TC_SYNC,
+    TC_WRITE,
+    VERSION_V1,
+)
 
 #: Actions blkparse prints (others, e.g. ABORT and DRV_DATA, are not part of its text).
 _PRINTED = frozenset({ACT_QUEUE, ACT_BACKMERGE, ACT_FRONTMERGE, ACT_GETRQ, ACT_SLEEPRQ,
@@ -116,40 +133,26 @@ def write_blkparse(table: EventTable, out: TextIO) -> int:
 
 
 # --- binary -------------------------------------------------------------------------------
-_TC_READ = 1 << 16
-_TC_WRITE = 1 << 17
-_TC_FLUSH = 1 << 18
-_TC_SYNC = 1 << 19
-_TC_QUEUE = 1 << 20
-_TC_REQUEUE = 1 << 21
-_TC_ISSUE = 1 << 22
-_TC_COMPLETE = 1 << 23
-_TC_NOTIFY = 1 << 26
-_TC_AHEAD = 1 << 27
-_TC_META = 1 << 28
-_TC_DISCARD = 1 << 29
-_TC_FUA = 1 << 31
-
 #: each action's own category (the ``BLK_TA_*`` full constants)
-_ACTION_TC = {ACT_QUEUE: _TC_QUEUE, ACT_BACKMERGE: _TC_QUEUE, ACT_FRONTMERGE: _TC_QUEUE,
-              ACT_GETRQ: _TC_QUEUE, ACT_SLEEPRQ: _TC_QUEUE, ACT_REQUEUE: _TC_REQUEUE,
-              ACT_ISSUE: _TC_ISSUE, ACT_COMPLETE: _TC_COMPLETE, ACT_PLUG: _TC_QUEUE,
-              ACT_UNPLUG_IO: _TC_QUEUE, ACT_UNPLUG_TIMER: _TC_QUEUE, ACT_INSERT: _TC_QUEUE,
-              ACT_REMAP: _TC_QUEUE, ACT_ABORT: _TC_QUEUE, ACT_DRV_DATA: 1 << 30}
+_ACTION_TC = {ACT_QUEUE: TC_QUEUE, ACT_BACKMERGE: TC_QUEUE, ACT_FRONTMERGE: TC_QUEUE,
+              ACT_GETRQ: TC_QUEUE, ACT_SLEEPRQ: TC_QUEUE, ACT_REQUEUE: TC_REQUEUE,
+              ACT_ISSUE: TC_ISSUE, ACT_COMPLETE: TC_COMPLETE, ACT_PLUG: TC_QUEUE,
+              ACT_UNPLUG_IO: TC_QUEUE, ACT_UNPLUG_TIMER: TC_QUEUE, ACT_INSERT: TC_QUEUE,
+              ACT_REMAP: TC_QUEUE, ACT_ABORT: TC_QUEUE, ACT_DRV_DATA: 1 << 30}
 
 
 def category_bits(action: npt.NDArray[np.uint8], rwbs: npt.NDArray[np.uint16],
                   ) -> npt.NDArray[np.uint32]:
-    """The ``action`` word of v1 records: code | BLK_TC_* bits (vectorized)."""
+    """The ``action`` word of v1 records: code | BLKTC_* bits (vectorized)."""
     r = rwbs.astype(np.uint32)
     a = action.astype(np.uint32)
     lut = np.zeros(256, dtype=np.uint32)
     for code, tc in _ACTION_TC.items():
         lut[code] = tc
     word = a | lut[a]
-    for bit, tc in ((RWBS_READ, _TC_READ), (RWBS_WRITE, _TC_WRITE), (RWBS_FLUSH, _TC_FLUSH),
-                    (RWBS_SYNC, _TC_SYNC), (RWBS_AHEAD, _TC_AHEAD), (RWBS_META, _TC_META),
-                    (RWBS_DISCARD, _TC_DISCARD), (RWBS_FUA, _TC_FUA)):
+    for bit, tc in ((RWBS_READ, TC_READ), (RWBS_WRITE, TC_WRITE), (RWBS_FLUSH, TC_FLUSH),
+                    (RWBS_SYNC, TC_SYNC), (RWBS_AHEAD, TC_AHEAD), (RWBS_META, TC_META),
+                    (RWBS_DISCARD, TC_DISCARD), (RWBS_FUA, TC_FUA)):
         word |= np.where((r & bit) != 0, np.uint32(tc), np.uint32(0))
     return word
 
@@ -189,7 +192,7 @@ def _encode(b: Any, offsets: Any, lengths: Any, be: bool, seq: Any, time_ns: Any
         if ln == 0:
             continue
         o = offsets[i]
-        _w32(b, o, 0x65617407, be)
+        _w32(b, o, MAGIC | VERSION_V1, be)
         _w32(b, o + 4, seq[i], be)
         _w64(b, o + 8, time_ns[i], be)
         _w64(b, o + 16, sector[i], be)
@@ -222,7 +225,7 @@ def _encode(b: Any, offsets: Any, lengths: Any, be: bool, seq: Any, time_ns: Any
 def _note(kind: int, *, time_ns: int, pid: int, dev: int, cpu: int, payload: bytes,
           big_endian: bool) -> bytes:
     order = ">" if big_endian else "<"
-    return struct.pack(order + "IIQQIIIIIHH", 0x65617407, 0, time_ns, 0, 0, _TC_NOTIFY | kind,
+    return struct.pack(order + "IIQQIIIIIHH", MAGIC | VERSION_V1, 0, time_ns, 0, 0, TC_NOTIFY | kind,
                        pid, dev, cpu, 0, len(payload)) + payload
 
 
