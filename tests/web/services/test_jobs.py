@@ -121,3 +121,16 @@ def test_unexpected_error_reaches_on_failure(make_upload, seed000_before, monkey
     assert job.state == "failed"
     assert job.error == "internal error in the worker: RuntimeError: analyzer exploded"
     assert not BundleResult.objects.filter(bundle=bundle).exists()
+
+
+def test_succeeded_job_is_never_marked_failed_afterwards(make_upload, seed000_before):
+    """An error after the results are stored (e.g. queueing the comparison step) leaves the
+    job succeeded and its EventTable in storage."""
+    from workers.tasks import run_analysis as run
+
+    bundle, job = _bundle(make_upload, seed000_before)
+    assert run(job.pk) == "succeeded"
+    job_mark_failed(job_id=job.pk, error="late error")
+    job.refresh_from_db()
+    assert job.state == "succeeded" and job.error == ""
+    assert default_storage.exists(BundleResult.objects.get(bundle=bundle).events_name)

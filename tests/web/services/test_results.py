@@ -92,7 +92,7 @@ def test_model_failure_does_not_fail_the_comparison(db, user):
     assert "split_remainder" in payload["error"]
 
 
-def test_no_policy_no_kernel_means_no_model_run(db, user, make_upload, seed000_before,
+def test_seed000_g_lines_without_policy_or_kernel_have_no_model_run(db, user, make_upload, seed000_before,
                                                seed000_after):
     """Without a policy under test and kernels, the model panel is absent (None), not an error."""
     from reviewapp.services.comparisons import submission_create
