@@ -344,13 +344,30 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
         if "warn_on_regression" in thresholds:
             thresholds["warn_on_regression"] = bool(thresholds["warn_on_regression"])
         svc.result_progress(result_id=result_id, progress=15, message="seek at every stage")
-        tables = {side: [(_load_table(r.events_name), r.data) for r in rs if r.events_name]
-                  for side, rs in rows.items()}
+        tables: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
+        table_rows: dict[str, list[BundleResult]] = {}
+        missing: list[str] = []
+        for side, rs in rows.items():
+            tables[side], table_rows[side] = [], []
+            for r in rs:
+                try:
+                    if not r.events_name:
+                        raise ValueError("no EventTable stored")
+                    tables[side].append((_load_table(r.events_name), r.data))
+                    table_rows[side].append(r)
+                except (OSError, ValueError, KeyError) as exc:
+                    # results without their table still compare; only the extra seek
+                    # stages and the model panel need the events
+                    log.warning("bundle %s: cannot load %r: %s", r.bundle_id, r.events_name, exc)
+                    missing.append(f"bundle {r.bundle_id}")
         by_stage = seek_by_stage(tables)
         svc.result_progress(result_id=result_id, progress=35, message="model")
-        model = None
-        if tables.get("baseline"):
-            base = rows["baseline"][0]
+        model: dict[str, Any] | None = None
+        if rows.get("baseline") and not tables.get("baseline"):
+            model = {"state": "error", "error": "the baseline run's parsed events are missing "
+                     f"from storage ({', '.join(missing)}); rerun its analysis"}
+        elif tables.get("baseline"):
+            base = table_rows["baseline"][0]
             manifest = (base.ingest or {}).get("manifest")
             kernels = {side: next((r.bundle.kernel for r in rs if r.bundle.kernel), "")
                        for side, rs in rows.items()}
@@ -371,7 +388,11 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
                                            compare=compare_out, model=model,
                                            seek_text=seek_text)
         charts = {k: sections.encode(v) for k, v in payloads.items()}
-        report = _report(compare_out, title=str(comparison.patch))
+        try:
+            report = _report(compare_out, title=str(comparison.patch))
+        except Exception:  # the report is a view of stored results: never fail the step
+            log.exception("render_report failed for comparison %s", comparison.pk)
+            report = ""
         stored = svc.result_store(result_id=result_id, compare=compare_out, verdict=verdict,
                                   model=model, report=report, charts=charts)
         return "succeeded" if stored is not None else "skipped"

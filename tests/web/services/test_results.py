@@ -178,3 +178,30 @@ def test_three_runs_per_side_give_significance_verdicts(db, user, make_upload, m
     assert mean[6] == "changed"
     compare = ComparisonResult.objects.get(comparison=comparison).compare
     assert compare["runs"] == {"baseline": 3, "patched": 3} and compare["runs_note"] is None
+
+
+def test_missing_event_table_degrades_to_a_model_error(db, user):
+    """A baseline whose stored EventTable is gone still compares; the model panel says why."""
+    from django.core.files.storage import default_storage
+
+    from reviewapp.models import BundleResult
+    from reviewapp.services.comparisons import submission_create
+    from reviewapp.services.jobs import comparison_refresh_status
+    from workers.tasks import run_analysis, run_compare
+
+    comparison, bundles = submission_create(
+        title="t", baseline_files=model_capture("6.1_W1b"), patched_files=model_capture("7.2_W1b"),
+        policy="split_remainder=head", user=user)
+    from reviewapp.models import AnalysisJob
+
+    for job in AnalysisJob.objects.all():
+        run_analysis(job.pk)
+    base = BundleResult.objects.get(bundle=bundles["baseline"][0])
+    default_storage.delete(base.events_name)
+    with transaction.atomic():
+        comparison_refresh_status(comparison=comparison)
+    result = ComparisonResult.objects.get(comparison=comparison)
+    assert run_compare(result.pk, task_id=result.celery_task_id) == "succeeded"
+    result.refresh_from_db()
+    assert result.model["state"] == "error" and "missing from storage" in result.model["error"]
+    assert result.verdict["state"] in ("pass", "warn", "fail") and result.report
