@@ -128,6 +128,15 @@ class HDDModel(DeviceModel):
         unknown_distance_fraction: seek distance assumed when the head position is unknown
             (-1), as a fraction of the capacity: 1/3 is the mean distance between two
             uniform random points.
+        write_cache_bytes: the drive's volatile write-back cache (0 = write-through, the
+            default). With it, :func:`workers.model.timing.simulate_jobs` completes a write
+            once its data is in the cache (ATA SET FEATURES 02h / SCSI caching mode page WCE,
+            which Linux reports as ``write_cache`` = "write back": ``sd_read_cache_type``)
+            and the drive destages dirty data on its own: C-LOOK over the cached extents from
+            the head, so a piece that arrives while its predecessor is still dirty is written
+            without repositioning. :func:`~workers.model.timing.dispatch_times` and
+            :class:`~workers.model.timing.DeviceServer` (trace replay) stay write-through.
+        interface_rate_bps: link rate for writes into the cache (SATA 6 Gb/s: 600 MB/s).
     """
 
     kind: ClassVar[str] = "hdd"
@@ -141,11 +150,15 @@ class HDDModel(DeviceModel):
     command_overhead_ns: int = 30_000
     stream_window_sectors: int = 2048
     unknown_distance_fraction: float = 1.0 / 3.0
+    write_cache_bytes: int = 0
+    interface_rate_bps: float = 600_000_000.0
 
     def __post_init__(self) -> None:
-        _check_positive(self, ("capacity_sectors", "rpm", "media_rate_bps"))
+        _check_positive(self, ("capacity_sectors", "rpm", "media_rate_bps",
+                               "interface_rate_bps"))
         _check_non_negative(self, ("seek_min_ns", "seek_full_ns", "command_overhead_ns",
-                                   "stream_window_sectors", "unknown_distance_fraction"))
+                                   "stream_window_sectors", "unknown_distance_fraction",
+                                   "write_cache_bytes"))
         if self.seek_full_ns < self.seek_min_ns:
             raise ModelConfigError("hdd: seek_full_ns must be >= seek_min_ns")
 
@@ -225,6 +238,11 @@ PRESETS: dict[str, DeviceModel] = {
                     discard_ops_per_s=5_000.0, discard_bandwidth_bps=20e9,
                     queued_discard=True),
 }
+# Seed 003's disk as a physical 7200-rpm SATA drive with its write cache on (the SATA default;
+# 64 MiB buffer, the usual size for 1-4 TB 7200-rpm desktop/nearline drives). See
+# docs/model-timing.md "Write-back cache": calibrated on the seed's single-job table like "hdd".
+PRESETS["hdd_wce"] = HDDModel(rpm=7200, seek_full_ns=8_000_000,
+                              write_cache_bytes=64 << 20)
 _ALIASES = {"sata": "sata_ssd", "ssd": "sata_ssd", "rotational": "hdd", "nvme_ssd": "nvme"}
 _CLASSES: dict[str, type[DeviceModel]] = {"hdd": HDDModel, "ssd": SSDModel}
 

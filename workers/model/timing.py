@@ -304,6 +304,9 @@ class JobsResult:
         max_waiters_per_queue: the largest ``waiters_cnt`` seen per wait queue.
         rescues: times the simulation had to wake every waiter because nothing was in flight
             (an I/O hang in the policy; 0 for a sound policy).
+        media_sequential_fraction: share of media writes that continue where the head is:
+            with a write-back cache the destages (pieces that met in the cache are written
+            back to back), else the same as ``sequential_fraction``.
     """
 
     table: EventTable
@@ -315,6 +318,7 @@ class JobsResult:
     tag_stats: dict[str, int] = field(default_factory=dict)
     max_waiters_per_queue: list[int] = field(default_factory=list)
     rescues: int = 0
+    media_sequential_fraction: float = 0.0
 
     @property
     def mib_s(self) -> float:
@@ -427,6 +431,14 @@ class _Events:
 
 _RUN = 0
 _COMPLETE = 1
+_DESTAGED = 2
+
+
+def _write_cache_args(model: DeviceModel, is_write: bool) -> tuple[int, float, float]:
+    """(cache bytes, link bytes/s, per-command ns) of a write-back cache; bytes 0 = none."""
+    nbytes = int(getattr(model, "write_cache_bytes", 0)) if is_write else 0
+    return (nbytes, float(getattr(model, "interface_rate_bps", 600e6)),
+            float(getattr(model, "command_overhead_ns", 0)))
 
 
 @dataclass(slots=True)
@@ -523,6 +535,15 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
         return [(s + off, pn) for off, pn in hit[0]], hit[1]
     dd = _Deadline(DD_WRITE_EXPIRE_NS if jobs.is_write else DD_READ_EXPIRE_NS)
     direct: deque[int] = deque()
+    # The drive's write-back cache (HDDModel.write_cache_bytes; writes only): commands wait
+    # in the drive (``adm``, they hold their driver tag) until their data fits, complete
+    # once it is in (link transfer), and dirty extents are destaged C-LOOK from the head.
+    wcache, w_iface, w_oh = _write_cache_args(model, jobs.is_write)
+    adm: deque[int] = deque()
+    dirty: list[tuple[int, int, int]] = []  # (sector, rid, nr) sorted
+    wc = [0, 0, 0, 0, 0]  # used bytes, destaging, media head, media sequential, destages
+    link_free = [0.0]
+    kind_code, dev_p = server._kind, server._p
 
     # request records
     r_sector: list[int] = []
@@ -572,28 +593,67 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
     last_c = 0
     max_ws = [0] * 8
 
+    def admit(t: int) -> None:
+        """Cache admission: FIFO, whole commands, the link serialises the transfers."""
+        while adm:
+            rid = adm[0]
+            nbytes = r_nr[rid] << 9
+            if wc[0] and wc[0] + nbytes > wcache:
+                break
+            adm.popleft()
+            wc[0] += nbytes
+            s, n = r_sector[rid], r_nr[rid]
+            bisect.insort(dirty, (s, rid, n))
+            ack = max(float(t), link_free[0]) + w_oh + nbytes / w_iface * 1e9
+            link_free[0] = ack
+            c = int(math.ceil(ack))
+            if emit:
+                flat_extend((c, 0, ACT_COMPLETE, s, n, 0))
+            heappush(heap, (c, next(counter), _COMPLETE, rid))
+        if not wc[1] and dirty:
+            # destage: C-LOOK, the first dirty extent at or after the head, else the lowest
+            pos = bisect.bisect_left(dirty, (wc[2], -1, 0))
+            if pos >= len(dirty):
+                pos = 0
+            s, _rid, n = dirty.pop(pos)
+            if s == wc[2]:
+                wc[3] += 1
+            wc[4] += 1
+            setup, xfer = _service_parts(kind_code, dev_p, s, n, True, False, wc[2])
+            wc[2] = s + n
+            wc[1] = 1
+            heappush(heap, (int(math.ceil(t + setup + xfer)), next(counter), _DESTAGED, n))
+
     def dispatch(t: int) -> None:
         nonlocal inflight, seq_hits, dispatched, last_end
         while inflight < limits.queue_depth:
             if elevator:
                 if not dd:
-                    return
+                    break
                 rid = dd.pop(t)
             else:
                 if not direct:
-                    return
+                    break
                 rid = direct.popleft()
             s, n = r_sector[rid], r_nr[rid]
             if s == last_end:
                 seq_hits += 1
             dispatched += 1
             last_end = s + n
+            if wcache:
+                if emit:
+                    flat_extend((t, job_list[r_job[rid]].pid, ACT_ISSUE, s, n, 0))
+                inflight += 1
+                adm.append(rid)
+                continue
             c = submit(t, s, n, is_write)
             if emit:
                 flat_extend((t, job_list[r_job[rid]].pid, ACT_ISSUE, s, n, 0,
                              c, 0, ACT_COMPLETE, s, n, 0))
             inflight += 1
             heappush(heap, (c, next(counter), _COMPLETE, rid))
+        if wcache:
+            admit(t)
 
     def new_io(job: _Job, t: int) -> bool:
         if t >= end_ns or (jobs.count and job.ios >= jobs.count):
@@ -708,8 +768,12 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
             break
         if kind == _RUN:
             run(arg, t)
-        else:
+        elif kind == _COMPLETE:
             complete(arg, t)
+        else:  # _DESTAGED: the media write finished, its bytes leave the cache
+            wc[1] = 0
+            wc[0] -= arg << 9
+            dispatch(t)  # a no-op for the elevator (nothing changed since the last event)
 
     window_end = end_ns if jobs.runtime_ns > 0 else last_c
     meta = {
@@ -728,6 +792,8 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
         ios_done=ios_done,
         requests_done=requests_done,
         sequential_fraction=seq_hits / dispatched if dispatched else 0.0,
+        media_sequential_fraction=(wc[3] / wc[4] if wc[4] else 0.0) if wcache else
+        (seq_hits / dispatched if dispatched else 0.0),
         tag_stats={"gets": st.gets, "sleeps": st.sleeps, "wakeups": st.wakeups,
                    "preempted": st.preempted, "refused_preempt": st.refused_preempt,
                    "max_ws_active": st.max_ws_active},
@@ -835,8 +901,8 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
                  p_off: npt.NDArray[np.int64], p_len: npt.NDArray[np.int64],
                  p_need: npt.NDArray[np.int64], p_n: npt.NDArray[np.int64],
                  dev_kind: int, dev_p: npt.NDArray[np.float64], dev_par: int,
-                 dev_excl: bool) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                          npt.NDArray[np.int64]]:
+                 dev_excl: bool, wc_f: npt.NDArray[np.float64]
+                 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The event loop of :func:`simulate_jobs` over arrays (see ``_simulate_python``).
 
     Tags index the in-flight request records; ``rid`` (a running count) only breaks ties in
@@ -848,6 +914,23 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
     elevator, queue_depth, depth, wb, wake_mode, pre = cfg[11], cfg[12], cfg[13], cfg[14], \
         cfg[15], cfg[16]
     expire_ns, fifo_batch, emit, mod_l, iodepth = cfg[17], cfg[18], cfg[19], cfg[20], cfg[21]
+    wcache = cfg[22]
+    w_iface, w_oh = wc_f[0], wc_f[1]
+    # --- write-back cache (see _simulate_python's admit)
+    adm = np.zeros(queue_depth + 1, np.int64)
+    admh = 0
+    admn = 0
+    dcap = (wcache // 512 + queue_depth + 2) if wcache > 0 else 1
+    d_sec = np.zeros(dcap, np.int64)
+    d_rid = np.zeros(dcap, np.int64)
+    d_nr = np.zeros(dcap, np.int64)
+    dn = 0
+    wc_used = 0
+    wc_busy = False
+    wc_head = np.int64(0)
+    wc_seq = 0
+    wc_n = 0
+    link_free = 0.0
     nq = 8
     # int64 (not literal) constants: one compiled variant of each helper instead of eight
     z64 = np.int64(0)
@@ -1147,6 +1230,10 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
             run_next = j_k[j] < j_np[j] or (j_infl[j] < iodepth and not j_stop[j])
             if not run_next:
                 j_idle[j] = True
+        elif kind == 2:
+            wc_busy = False
+            wc_used -= arg << 9
+            do_dispatch = True
         else:
             tag = arg  # type: ignore[assignment]
             inflight -= 1
@@ -1294,6 +1381,14 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
                 seq_hits += 1
             dispatched += 1
             last_end = s + n
+            if wcache > 0:
+                if emit:
+                    ev = _ev_put(ev, nev, t, 1000 + r_job[tag], a_d, s, n, z64)
+                    nev += 1
+                inflight += 1
+                adm[(admh + admn) % (queue_depth + 1)] = tag
+                admn += 1
+                continue
             # DeviceServer.submit
             u = 0
             for q in range(1, len(units)):
@@ -1318,13 +1413,73 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
             heap = _hpush(heap, hn, ci, seqc, k_done, tag)
             hn += 1
             seqc += 1
+        if wcache > 0:
+            # admit: FIFO, whole commands, the link serialises the transfers
+            while admn > 0:
+                tag = adm[admh]
+                nbytes = r_nr[tag] << 9
+                if wc_used > 0 and wc_used + nbytes > wcache:
+                    break
+                admh = (admh + 1) % (queue_depth + 1)
+                admn -= 1
+                wc_used += nbytes
+                s = r_sec[tag]
+                n = r_nr[tag]
+                rid = r_rid[tag]
+                pos = dn  # insort by (sector, rid)
+                while pos > 0 and _key_less(s, rid, d_sec[pos - 1], d_rid[pos - 1]):
+                    d_sec[pos] = d_sec[pos - 1]
+                    d_rid[pos] = d_rid[pos - 1]
+                    d_nr[pos] = d_nr[pos - 1]
+                    pos -= 1
+                d_sec[pos] = s
+                d_rid[pos] = rid
+                d_nr[pos] = n
+                dn += 1
+                ack = max(float(t), link_free) + w_oh + nbytes / w_iface * 1e9
+                link_free = ack
+                ci = int(math.ceil(ack))
+                if emit:
+                    ev = _ev_put(ev, nev, ci, z64, a_c, s, n, z64)
+                    nev += 1
+                heap = _hpush(heap, hn, ci, seqc, k_done, tag)
+                hn += 1
+                seqc += 1
+            if not wc_busy and dn > 0:
+                # destage: C-LOOK, the first dirty extent at or after the head, else the lowest
+                lo = 0
+                hi = dn
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if d_sec[mid] < wc_head:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                pos = lo if lo < dn else 0
+                s = d_sec[pos]
+                n = d_nr[pos]
+                for q in range(pos, dn - 1):
+                    d_sec[q] = d_sec[q + 1]
+                    d_rid[q] = d_rid[q + 1]
+                    d_nr[q] = d_nr[q + 1]
+                dn -= 1
+                if s == wc_head:
+                    wc_seq += 1
+                wc_n += 1
+                setup, xfer = _service_parts(dev_kind, dev_p, s, n, True, False, int(wc_head))
+                wc_head = s + n
+                wc_busy = True
+                heap = _hpush(heap, hn, int(math.ceil(t + setup + xfer)), seqc, np.int64(2), n)
+                hn += 1
+                seqc += 1
         if run_next:
             heap = _hpush(heap, hn, t + submit_ns, seqc, k_run, j)
             hn += 1
             seqc += 1
 
     out = np.array([bytes_window, ios_done, requests_done, seq_hits, dispatched, rescues,
-                    last_c, st_gets, st_sleeps, st_wakeups, st_pre, st_ref, st_maxws],
+                    last_c, st_gets, st_sleeps, st_wakeups, st_pre, st_ref, st_maxws, wc_seq,
+                    wc_n],
                    dtype=np.int64)
     return ev[:nev], out, max_ws
 
@@ -1441,6 +1596,7 @@ def _simulate_numba(jobs: FioJobs, *, limits: QueueLimits,
     depth = limits.nr_requests if elevator else limits.queue_depth
     shallow = max(1, 3 * depth // 4) if elevator else None
     tags = TagQueue(depth, wakeup=wake, preempt=pre, min_shallow_depth=shallow)  # validates
+    wcache, w_iface, w_oh = _write_cache_args(model, jobs.is_write)
     capacity = int(getattr(model, "capacity_sectors", 1 << 40))
     starts, spans = _job_regions(jobs, capacity)
     mod_l, slot_of_mod, p_off, p_len, p_need, p_n = _split_table(jobs, limits, starts)
@@ -1451,11 +1607,11 @@ def _simulate_numba(jobs: FioJobs, *, limits: QueueLimits,
         int(elevator), limits.queue_depth, depth, tags.wake_batch,
         1 if wake == "global" else 0, 1 if pre == "seed003" else 0,
         DD_WRITE_EXPIRE_NS if jobs.is_write else DD_READ_EXPIRE_NS, DD_FIFO_BATCH,
-        int(emit_events), mod_l, jobs.iodepth,
+        int(emit_events), mod_l, jobs.iodepth, wcache,
     ], dtype=np.int64)
     kind, p, par, excl = _kernel_args(model)
     ev, out, max_ws = _jobs_kernel(cfg, starts, spans, slot_of_mod, p_off, p_len, p_need, p_n,
-                                   kind, p, par, excl)
+                                   kind, p, par, excl, np.array([w_iface, w_oh], np.float64))
     rwbs = (RWBS_WRITE | RWBS_SYNC) if jobs.is_write else RWBS_READ
     events = _Events(emit_events)
     meta = {
@@ -1467,7 +1623,8 @@ def _simulate_numba(jobs: FioJobs, *, limits: QueueLimits,
     }
     table = events.table(dev, rwbs, comm, meta, limits, name, end_ns, arr=ev)
     (bytes_window, ios_done, requests_done, seq_hits, dispatched, rescues, last_c, gets, sleeps,
-     wakeups, preempted, refused, max_ws_active) = (int(x) for x in out)
+     wakeups, preempted, refused, max_ws_active, wc_seq, wc_n) = (int(x) for x in out)
+    seq = seq_hits / dispatched if dispatched else 0.0
     window_end = end_ns if jobs.runtime_ns > 0 else last_c
     return JobsResult(
         table=table,
@@ -1480,6 +1637,7 @@ def _simulate_numba(jobs: FioJobs, *, limits: QueueLimits,
                    "refused_preempt": refused, "max_ws_active": max_ws_active},
         max_waiters_per_queue=[int(x) for x in max_ws],
         rescues=rescues,
+        media_sequential_fraction=(wc_seq / wc_n if wc_n else 0.0) if wcache else seq,
     )
 
 
@@ -1488,6 +1646,12 @@ def _simulate_numba(jobs: FioJobs, *, limits: QueueLimits,
 # ============================================================================================
 #: The seed's numjobs column.
 SEED003_NUMJOBS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+#: Seed 003's disk: a 7200-rpm SATA HDD with its write-back cache on (``device.PRESETS``).
+#: The cache is what lets pieces that reach the disk apart in time still be written back to
+#: back (docs/model-timing.md, "Write-back cache").
+SEED003_DEVICE = "hdd_wce"
 
 
 def seed003_limits(max_sectors_kb: int = 128) -> QueueLimits:
@@ -1503,7 +1667,12 @@ def numjobs_sweep(numjobs: Sequence[int] = SEED003_NUMJOBS, *,
                   device: DeviceModel | str | Mapping[str, Any] | None = None,
                   runtime_ns: int = 12_000_000_000, ramp_ns: int = 2_000_000_000,
                   seed: int = 0, engine: str = "python") -> dict[str, dict[int, float]]:
-    """Throughput (MiB/s) by tag_preempt policy and numjobs: seed 003's experiment."""
+    """Throughput (MiB/s) by tag_preempt policy and numjobs: seed 003's experiment.
+
+    The default device is :data:`SEED003_DEVICE` (write-back cache on); pass ``device="hdd"``
+    for the write-through disk. ``ramp_ns`` excludes the cache's fill-up burst, as fio's
+    ``ramp_time`` does in the seed.
+    """
     lim = limits or seed003_limits()
     out: dict[str, dict[int, float]] = {}
     for pre in preempts:
@@ -1512,7 +1681,8 @@ def numjobs_sweep(numjobs: Sequence[int] = SEED003_NUMJOBS, *,
             res = simulate_jobs(
                 FioJobs(rw="randwrite", bs=bs, numjobs=n, offset_increment=1 << 30,
                         runtime_ns=runtime_ns, ramp_ns=ramp_ns, seed=seed),
-                limits=lim, device=device if device is not None else "hdd", wakeup=wakeup,
+                limits=lim, device=device if device is not None else SEED003_DEVICE,
+                wakeup=wakeup,
                 preempt=pre, emit_events=False, engine=engine)
             row[n] = res.mib_s
         out[pre] = row

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -16,11 +18,12 @@ from workers.events import (
     ACT_SPLIT,
     EventTable,
 )
-from workers.model.device import PRESETS, HDDModel
+from workers.model.device import PRESETS, DeviceModel, HDDModel, device_from_spec
 from workers.model.limits import QueueLimits
 from workers.model.timing import (
     DeviceServer,
     FioJobs,
+    JobsResult,
     dispatch_times,
     format_numjobs_table,
     seed003_limits,
@@ -218,17 +221,24 @@ _COLUMNS = ("time_ns", "action", "sector", "nr_sectors", "pid", "aux", "comm")
     ("randwrite", "deadline", "per_queue", "seed003", 0, 4),
     ("randread", "none", "global", "always", 0, 16),
     ("write", "deadline", "global", "always", 5, 3),
+    ("randwrite", "deadline_wce", "per_queue", "always", 0, 1),
+    ("randwrite", "deadline_wce", "global", "seed003", 0, 1),
+    ("write", "deadline_wce", "per_queue", "seed003", 3, 2),
+    ("randwrite", "none_wce", "per_queue", "always", 0, 1),
+    ("randread", "deadline_wce", "global", "always", 0, 1),
 ])
 def test_numba_engine_gives_the_python_engines_events(rw: str, limits_kind: str, wakeup: str,
                                                       preempt: str, count: int,
                                                       iodepth: int) -> None:
     """The compiled engine reproduces the reference engine event for event (first call compiles)."""
-    if limits_kind == "none":
+    if limits_kind.startswith("none"):
         lim = QueueLimits(max_sectors=256, queue_depth=8, nr_requests=8, scheduler="none")
         device = "sata_ssd"
     else:
         lim = seed003_limits()
         device = "hdd"
+    if limits_kind.endswith("_wce"):
+        device = "hdd_wce"  # the drive's write-back cache path (admission, acks, destage)
     jobs = FioJobs(rw=rw, bs=1 << 20, numjobs=48, runtime_ns=0 if count else 2_000_000_000,
                    count=count, seed=11, iodepth=iodepth)
     a = simulate_jobs(jobs, limits=lim, device=device, wakeup=wakeup, preempt=preempt,
@@ -270,3 +280,46 @@ def test_simulate_jobs_iodepth_keeps_that_many_ios_in_flight() -> None:
     assert iops[8] > 6 * iops[1]
     with pytest.raises(ModelConfigError):
         FioJobs(iodepth=0)
+
+
+def _one_write(device: DeviceModel, bs: int) -> JobsResult:
+    return simulate_jobs(FioJobs(rw="randwrite", bs=bs, numjobs=1, count=1, runtime_ns=0),
+                         limits=seed003_limits(max_sectors_kb=1280), device=device)
+
+
+def test_write_cache_completes_a_write_when_its_data_is_in_the_cache() -> None:
+    """WCE: C = link transfer, not media time; write-through: C includes seek and rotation."""
+    wce = PRESETS["hdd_wce"]
+    through = dataclasses.replace(wce, write_cache_bytes=0)
+    t_wce = _one_write(wce, 128 << 10)
+    t_thr = _one_write(through, 128 << 10)
+    c_wce = int(t_wce.table.time_ns[t_wce.table.action == ACT_COMPLETE][0])
+    c_thr = int(t_thr.table.time_ns[t_thr.table.action == ACT_COMPLETE][0])
+    d = int(t_wce.table.time_ns[t_wce.table.action == ACT_ISSUE][0])
+    link = wce.command_overhead_ns + (128 << 10) / wce.interface_rate_bps * 1e9
+    assert c_wce - d == pytest.approx(link, abs=2)
+    assert c_thr - d > wce.avg_rotational_ns  # positioning + media transfer
+
+
+def test_write_cache_admits_a_command_larger_than_the_cache() -> None:
+    """A write bigger than the whole cache is still admitted (write-through), not hung."""
+    tiny = dataclasses.replace(PRESETS["hdd_wce"], write_cache_bytes=64 << 10)
+    res = _one_write(tiny, 1 << 20)
+    assert res.ios_done == 1 and res.requests_done == 1
+
+
+def test_write_cache_does_not_change_reads() -> None:
+    """Reads bypass the write-back cache: same events as the write-through drive."""
+    wce = PRESETS["hdd_wce"]
+    jobs = FioJobs(rw="randread", bs=1 << 20, numjobs=4, runtime_ns=500_000_000)
+    a = simulate_jobs(jobs, limits=seed003_limits(), device=wce)
+    b = simulate_jobs(jobs, limits=seed003_limits(),
+                      device=dataclasses.replace(wce, write_cache_bytes=0))
+    assert np.array_equal(a.table.time_ns, b.table.time_ns)
+    assert a.media_sequential_fraction == a.sequential_fraction
+
+
+def test_write_cache_rejects_negative_size() -> None:
+    """write_cache_bytes < 0 is a ModelConfigError from the manifest parser."""
+    with pytest.raises(ModelConfigError):
+        device_from_spec({"kind": "hdd", "write_cache_bytes": -1})
