@@ -28,7 +28,7 @@ from reviewapp.selectors import (
     comparison_result,
     side_bundles,
 )
-from reviewapp.services import UploadRejected
+from reviewapp.services import NotAllowed, UploadRejected
 from reviewapp.services.comparisons import (
     comparison_add_bundles,
     comparison_create,
@@ -36,7 +36,7 @@ from reviewapp.services.comparisons import (
 )
 from reviewapp.services.jobs import comparison_refresh_status
 from reviewapp.services.patches import patch_create
-from reviewapp.services.results import effective_thresholds
+from reviewapp.services.results import comparison_thresholds_set, effective_thresholds
 
 
 class ComparisonCreateInput(serializers.Serializer):
@@ -258,3 +258,26 @@ class ComparisonAnalysisApi(APIView):
             "report_url": absolute(request, reverse("comparison-report", args=[comparison.pk])),
             "url": absolute(request, comparison.get_absolute_url()),
         }).data)
+
+
+class ThresholdsInput(serializers.Serializer):
+    thresholds = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="the complete set of overrides (replaces the previous ones; {} for defaults)")
+
+
+class ComparisonThresholdsApi(APIView):
+    """Replace a comparison's check thresholds (its creator or staff); the step runs again."""
+
+    @extend_schema(operation_id="comparison_thresholds", request=ThresholdsInput,
+                   responses={200: ComparisonOutput, 400: ErrorSerializer, 401: ErrorSerializer,
+                              403: ErrorSerializer, 404: ErrorSerializer})
+    def put(self, request: Request, version: str, pk: int) -> Response:
+        comparison = comparison_get_for_user(pk=pk, user=request.user)
+        if not (request.user.is_staff or comparison.created_by_id == request.user.pk):
+            raise NotAllowed("only the comparison's creator (or staff) may change its thresholds")
+        ser = ThresholdsInput(data=request.data)
+        ser.is_valid(raise_exception=True)
+        comparison_thresholds_set(comparison=comparison,
+                                  thresholds=ser.validated_data["thresholds"])
+        return Response(ComparisonOutput(comparison, context={"request": request}).data)

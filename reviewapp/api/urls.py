@@ -18,6 +18,8 @@ urlpatterns = [
          name="api-comparison-results"),
     path("comparisons/<int:pk>/check/", comparisons.ComparisonCheckApi.as_view(),
          name="api-comparison-check"),
+    path("comparisons/<int:pk>/thresholds/", comparisons.ComparisonThresholdsApi.as_view(),
+         name="api-comparison-thresholds"),
     path("comparisons/<int:pk>/analysis/", comparisons.ComparisonAnalysisApi.as_view(),
          name="api-comparison-analysis"),
     path("comparisons/<int:pk>/bundles/", comparisons.ComparisonAddBundlesApi.as_view(),

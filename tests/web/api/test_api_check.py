@@ -83,3 +83,24 @@ def test_thresholds_override_through_the_api(api_client, check, make_upload, see
     got = check(api_client.get(CHECK.format(id=comparison.pk)), "get", CHECK)
     assert got["thresholds"]["pattern_worse_warn_pct"] == 1000.0
     assert not any("worse by more than" in reason for reason in got["reasons"])
+
+
+def test_put_thresholds_requeues_the_step(api_client, check, finished_comparison, other_user):
+    """PUT thresholds/ replaces the overrides and queues the comparison step again; another
+    user gets 403, an unknown name 400."""
+    from rest_framework.test import APIClient
+
+    url = "/api/v1/comparisons/{id}/thresholds/"
+    path = url.format(id=finished_comparison.pk)
+    r = api_client.put(path, {"thresholds": {"throughput_drop_fail_pct": 1.5}}, format="json")
+    body = check(r, "put", url)
+    assert r.status_code == 200 and body["thresholds"] == {"throughput_drop_fail_pct": 1.5}
+    assert ComparisonResult.objects.get(comparison=finished_comparison).state == "queued"
+    pending = check(api_client.get(CHECK.format(id=finished_comparison.pk)), "get", CHECK)
+    assert pending["state"] == "pending"
+    r = api_client.put(path, {"thresholds": {"nope": 1}}, format="json")
+    assert r.status_code == 400 and "unknown name" in check(r, "put", url)["error"]
+    other = APIClient()
+    other.force_authenticate(other_user)
+    r = other.put(path, {"thresholds": {}}, format="json")
+    assert r.status_code == 403 and check(r, "put", url)["error"]
