@@ -22,6 +22,7 @@ def test_page_is_a_frame_of_lazy_sections(client, finished_comparison):
     assert 'id="device-select"' in html and '<option value="9,0">' in html
     assert 'id="report-download"' in html and 'id="report-copy"' in html
     assert 'id="check-state"' in html
+    assert "Runs: single run" in html
     assert 'id="figures-data"' in html and "seek-baseline" not in html  # no inline figures
 
 
