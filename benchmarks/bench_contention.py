@@ -35,6 +35,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--preempt", default="always", choices=("always", "seed003"))
     ap.add_argument("--wakeup", default="per_queue", choices=("per_queue", "global"))
     ap.add_argument("--engine", default="numba", choices=("numba", "python"))
+    ap.add_argument("--device", default="hdd",
+                    help="device preset (hdd_wce: seed 003's disk with its write-back cache)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each side (best is taken)")
     args = ap.parse_args(argv)
 
@@ -42,17 +44,18 @@ def main(argv: list[str]) -> int:
                    runtime_ns=int(args.sim_seconds * 1e9), seed=1)
     # warm the numba kernels so compile time is not counted
     simulate_jobs(FioJobs(bs=1 << 20, numjobs=2, runtime_ns=50_000_000),
-                  limits=seed003_limits(), device="hdd", engine=args.engine)
+                  limits=seed003_limits(), device=args.device, engine=args.engine)
     sim_s = sim_cpu = float("inf")
     for _ in range(max(args.repeat, 1)):  # deterministic: best of N filters machine noise
         t0, c0 = time.perf_counter(), time.process_time()
-        res = simulate_jobs(jobs, limits=seed003_limits(), device="hdd", wakeup=args.wakeup,
+        res = simulate_jobs(jobs, limits=seed003_limits(), device=args.device, wakeup=args.wakeup,
                             preempt=args.preempt, engine=args.engine)
         sim_s = min(sim_s, time.perf_counter() - t0)
         sim_cpu = min(sim_cpu, time.process_time() - c0)
     table = res.table
     bios = int((table.action == ACT_QUEUE).sum())
-    print(f"simulate_jobs engine={args.engine} numjobs={args.numjobs} preempt={args.preempt} "
+    print(f"simulate_jobs engine={args.engine} device={args.device} numjobs={args.numjobs} "
+          f"preempt={args.preempt} "
           f"wakeup={args.wakeup}: "
           f"{bios} bios ({res.requests_done} requests, {len(table)} events) in {sim_s:.3f} s "
           f"({sim_cpu:.3f} s CPU) -> {bios / sim_s:,.0f} bios/s, {res.requests_done / sim_s:,.0f} requests/s, "
