@@ -61,7 +61,8 @@ NRF = 15
  S_RFREE, S_HN, S_NREQ, S_ERR, S_HASELV) = range(17)
 NS = 17
 # policy codes
-POL_HEAD, POL_CLEARED, POL_ORDER, POL_CAND, POL_CHECK, POL_MAXCNT, POL_STEP, POL_THINK = range(8)
+(POL_HEAD, POL_CLEARED, POL_ORDER, POL_CAND, POL_CHECK, POL_MAXCNT, POL_STEP, POL_THINK,
+ POL_UNPLUG) = range(9)
 ORDER_FIFO_SORTED, ORDER_LIFO, ORDER_FIFO = 0, 1, 2
 CAND_SCAN, CAND_NEWEST, CAND_OLDEST = 0, 1, 2
 # node codes
@@ -739,6 +740,9 @@ def _flush(R: Any, B: Any, FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV
     S[S_HASELV] = 0
     if not multi and not has_elv:
         node = R[TMP[0], R_NODE]
+        if POL[POL_UNPLUG]:
+            # trace_block_unplug(q, plug->rq_count, true) of the direct path (6.12+)
+            _ev(EV, S, S[S_NOW], L[node, L_DEV], R[TMP[0], R_PID], 10, 8, 0, 0, n, 0)
         for k in range(n):
             _qappend(R, Q, node, TMP[k])
         _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, E, node, S[S_NOW])
@@ -757,6 +761,8 @@ def _flush(R: Any, B: Any, FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV
                 idx.append(TMP[j])
         if order == ORDER_LIFO:
             idx.reverse()
+        # blk_mq_dispatch_plug_list: trace_block_unplug(q, depth, !from_sched)
+        _ev(EV, S, S[S_NOW], L[node, L_DEV], R[idx[0], R_PID], 10, 8, 0, 0, len(idx), 0)
         for rq in idx:
             if L[node, L_ELV]:
                 _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], 12, R[rq, R_RWBS],
@@ -833,6 +839,7 @@ def _mq_submit(B: Any, FB: Any, P: Any, U: Any, R: Any, FR: Any, Q: Any, INF: An
         if n >= mc or (L[node, L_NOMERGES] == 0 and R[last, R_NR] >= 256):
             _flush(R, B, FR, Q, INF, H, S, L, EV, SV, SVU, SVP, E, PL, POL, TMP)
             _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], 9, 8, 0, 0, 0, 0)
+            last = -1  # the flushed list is empty: rq alone is not "multiple queues"
     else:
         _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], 9, 8, 0, 0, 0, 0)
     if last >= 0 and R[last, R_NODE] != node:
@@ -1047,7 +1054,7 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
                     {"fifo_sorted": 0, "lifo": 1, "fifo": 2}[policy.plug_order],
                     {"scan": 0, "newest": 1, "oldest": 2}[policy.plug_merge_candidate],
                     0 if policy.plug_flush_check == "newest" else 1, policy.max_plug_count,
-                    step_ns, think_ns], dtype=np.int64)
+                    step_ns, think_ns, policy.unplug_trace == "always"], dtype=np.int64)
     nb = len(sector)
     units = np.asarray(units, dtype=np.int64).reshape(-1, 3)
     threads = np.asarray(threads, dtype=np.int64).reshape(-1, 3)

@@ -271,6 +271,12 @@ class Plug:
                     (not nomerges and last.nr >= BLK_PLUG_FLUSH_SECTORS):
                 self.flush(False)
                 flushed = True
+                # the list is empty now: the request added next is alone in the plug and does
+                # not make it multi-queue (``last = NULL`` after the flush in
+                # blk_add_rq_to_plug; 5.x peeked the list after the flush). The 6.1 raid5
+                # capture proves it: each 512k member request flushes the previous one and no
+                # U (blk_mq_dispatch_plug_list) appears, so the flush took the direct path.
+                last = None
                 if self.on_plug is not None:
                     self.on_plug(rq)  # trace_block_plug after the flush
         elif self.on_plug is not None:

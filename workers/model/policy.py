@@ -33,6 +33,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "max_sectors_cap_kb": (1280, 4096),
     "md_io_opt_align": ("off", "on"),
     "dio_bio_limit": ("vecs", "pages"),
+    "unplug_trace": ("always", "not_direct"),
 }
 
 
@@ -61,6 +62,12 @@ class Policy:
         max_sectors_cap_kb: BLK_DEF_MAX_SECTORS_CAP in KiB.
         md_io_opt_align: md sets chunk_sectors to the stripe width (seen on 7.2).
         dio_bio_limit: ``vecs`` (256 multipage bvecs) or ``pages`` (256 pages = 1 MiB).
+        unplug_trace: which plug flushes ``trace_block_unplug`` (U, with the depth) records:
+            ``always`` (<= 5.15, where every flush goes through the per-queue batches, and from
+            6.12, Keith Busch's "blk-mq: add missing unplug trace event" for the single-queue
+            direct path of ``blk_mq_flush_plug_list``) or ``not_direct`` (5.16-6.11: only
+            ``blk_mq_dispatch_plug_list``, i.e. with an elevator, several queues or from
+            schedule).
         name: the preset label this policy came from (not a behaviour).
     """
 
@@ -78,6 +85,7 @@ class Policy:
     max_sectors_cap_kb: int = 4096
     md_io_opt_align: str = "off"
     dio_bio_limit: str = "vecs"
+    unplug_trace: str = "always"
     name: str = "custom"
 
     def __post_init__(self) -> None:

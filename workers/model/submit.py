@@ -41,6 +41,8 @@ from workers.events import (
     ACT_QUEUE,
     ACT_REMAP,
     ACT_SPLIT,
+    ACT_UNPLUG_IO,
+    ACT_UNPLUG_TIMER,
     RWBS_NONE,
     RWBS_SYNC,
 )
@@ -421,7 +423,7 @@ class Engine:
         if self.plug is not None:
             self.plug.add(rq)
         else:
-            self.flush_groups([FlushGroup(rq.dev, [rq], True)], False)
+            self.flush_groups([FlushGroup(rq.dev, [rq], True)], False, plugged=False)
 
     def make_plug(self) -> Plug:
         plug = Plug(self.policy, self.limits.__getitem__,
@@ -433,10 +435,21 @@ class Engine:
         """P (``trace_block_plug``) on the queue of the request entering the plug."""
         self.ev(rq.dev, rq.pid, ACT_PLUG, RWBS_NONE, 0, 0)
 
-    def flush_groups(self, groups: list[FlushGroup], from_schedule: bool) -> None:
-        """Hand flushed requests to their queues (I with an elevator) and dispatch."""
+    def flush_groups(self, groups: list[FlushGroup], from_schedule: bool, *,
+                     plugged: bool = True) -> None:
+        """Hand flushed requests to their queues (I with an elevator) and dispatch.
+
+        A plug flush first records ``trace_block_unplug`` (U, or UT from schedule) with the
+        depth: per queue batch in ``blk_mq_dispatch_plug_list`` (the group's request count),
+        and on the single-queue direct path of ``blk_mq_flush_plug_list`` (``plug->rq_count``)
+        only under ``unplug_trace=always``.
+        """
+        trace_direct = self.policy.unplug_trace == "always"
+        act = ACT_UNPLUG_TIMER if from_schedule else ACT_UNPLUG_IO
         for g in groups:
             queue = self.queues[g.dev]
+            if plugged and g.requests and (trace_direct or not g.direct):
+                self.ev(g.dev, g.requests[0].pid, act, RWBS_NONE, 0, 0, aux=len(g.requests))
             for rq in g.requests:
                 if queue.has_elevator:
                     self.ev(rq.dev, rq.pid, ACT_INSERT, rq.rwbs, rq.sector, rq.nr)

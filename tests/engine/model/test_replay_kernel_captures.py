@@ -159,3 +159,32 @@ def test_capture_blkparse_text_matches_line_by_line(name, tmp_path):
     text = (tmp_path / f"{name}.blkparse.txt").read_text()
     assert lines(buf.getvalue()) == lines(text)
     assert len(lines(text)) >= 2200
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_capture_unplug_events_match_with_depth(name, tmp_path):
+    """U (block_unplug) lines with their depth: 7.2 traces every plug flush, the direct
+    single-queue path included (unplug_trace=always), 6.1 none of its direct issues
+    (not_direct); with the U lines kept, the blkparse text still equals the capture line by
+    line for every Q, X, A, G, P, M, U and D."""
+    import io
+
+    from workers.traces.writers import write_blkparse
+
+    real, pred, _ = _predict(name, tmp_path, device="nvme")
+
+    def lines(text):
+        out = []
+        for ln in text.splitlines():
+            p = ln.split()
+            if len(p) > 7 and "," in p[0] and p[5] != "C":
+                out.append(tuple(p[:1] + p[5:10]))
+        return out
+
+    buf = io.StringIO()
+    write_blkparse(pred, buf)
+    want = lines((tmp_path / f"{name}.blkparse.txt").read_text())
+    got = lines(buf.getvalue())
+    n_unplug = sum(1 for ln in want if ln[1] == "U")
+    assert n_unplug == (0 if name.startswith("6.1") else {"7.2_W1b": 400, "7.2_W2a": 600}[name])
+    assert got == want
