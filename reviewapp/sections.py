@@ -316,7 +316,13 @@ def fragmentation_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
                                                   "categoryarray": cats},
                                   yaxis={"range": [0, y_max * 1.08]})}})
         charts.append({"id": "sandwiched", "title": "sandwiched fragments", "panels": panels})
-    return {"charts": charts,
+    notes = []
+    for s in SIDES:
+        devs = per_side.get(s, [])
+        if devs and all(_get(d, "fragmentation.pieces_per_bio") is None for d in devs):
+            notes.append(f"– in splits, pieces per bio and merged share, {LABELS[s].lower()}: "
+                         f"no Q events (submitted bios) in the trace of this device.")
+    return {"charts": charts, "notes": notes,
             "tables": [_rows_table("fragmentation", "Fragmentation",
                                    _metric_rows(FRAG_METRICS, per_side, verdicts))]}
 
@@ -364,10 +370,30 @@ def throughput_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
                           _metric_rows(THROUGHPUT_METRICS, per_side, verdicts)),
               _rows_table("iostat", "iostat -x (from the trace)",
                           _iostat_rows(iostat_metrics, per_side, verdicts))]
-    notes = []
+    notes = unavailable_notes(per_side, "throughput.iostat.note", "iostat -x")
+    for s in SIDES:
+        if per_side.get(s) and _get(per_side[s][0], "throughput.source") == "stage":
+            notes.append(f"{LABELS[s]}: MB/s and IOPS over time count the "
+                         f"{_get(per_side[s][0], 'stage') or 'stage'} events (no C events).")
     if any(len(per_side.get(s, [])) > 1 for s in SIDES):
         notes.append("time series show the first run of each side")
     return {"charts": charts, "tables": tables, "notes": notes}
+
+
+def unavailable_notes(per_side: Mapping[str, Sequence[Mapping[str, Any]]], key: str,
+                      what: str) -> list[str]:
+    """"– in <what> on <side>: <reason>" for every side whose results carry a reason at ``key``.
+
+    The analyzers give None (shown as –) for a number they cannot compute and say why; the
+    page repeats the why so a – never looks like a zero.
+    """
+    out = []
+    for s in SIDES:
+        reasons = list(dict.fromkeys(str(r) for d in per_side.get(s, [])
+                                     if (r := _get(d, key))))
+        if reasons:
+            out.append(f"– in {what}, {LABELS[s].lower()}: {'; '.join(reasons)}.")
+    return out
 
 
 def _iostat_rows(metrics: Sequence[Metric], per_side: Mapping[str, Sequence[Mapping[str, Any]]],

@@ -20,6 +20,9 @@ TAIL_COLUMNS: tuple[str, ...] = ("aqu-sz", "%util")
 
 
 def _fmt(v: Any) -> str:
+    """A number with two decimals; "-" for one that could not be computed (None)."""
+    if v is None:
+        return "-"
     return f"{float(v):.2f}" if isinstance(v, (int, float)) else str(v)
 
 
@@ -28,8 +31,8 @@ def iostat_table(iostat: Mapping[str, Any], names: Mapping[str, str]) -> str:
     rows: Mapping[str, Mapping[str, float]] = iostat.get("rows", {})
     groups: Sequence[Mapping[str, Any]] = iostat.get("groups", [])
     all_rows = list(rows.values()) + [g["row"] for g in groups]
-    has_w = any(r.get("w/s", 0) > 0 for r in all_rows)
-    has_r = any(r.get("r/s", 0) > 0 for r in all_rows) or not has_w
+    has_w = any((r.get("w/s") or r.get("wareq-sz") or 0) > 0 for r in all_rows)
+    has_r = any((r.get("r/s") or r.get("rareq-sz") or 0) > 0 for r in all_rows) or not has_w
     cols = (READ_COLUMNS if has_r else ()) + (WRITE_COLUMNS if has_w else ()) + TAIL_COLUMNS
     table = [["Device", *cols]]
     for dev, r in rows.items():
@@ -41,6 +44,8 @@ def iostat_table(iostat: Mapping[str, Any], names: Mapping[str, str]) -> str:
     for row in table:
         cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
         lines.append(" ".join(cells).rstrip())
+    lines += [f"  (\"-\" for {names.get(dev, dev)}: {r['note']})" for dev, r in rows.items()
+              if r.get("note") and any(r.get(c) is None for c in cols)]
     return "\n".join(lines)
 
 

@@ -105,3 +105,15 @@ def test_report_numbers_have_no_exponent() -> None:
     assert num(14687.9) == "14688" and num(2096.4) == "2096" and num(0.86664) == "0.8666"
     assert num(123456.0, 2) == "123456" and num(45.67, 2) == "46"
     assert format_value(14_687_900.0, "ns") == "14688 us"
+
+
+def test_iostat_table_prints_dash_and_reason_for_unknown_columns() -> None:
+    """A column the analyzers could not compute (None) prints as "-" with the reason, never 0.00."""
+    from workers.analyzers.throughput import IOSTAT_COLUMNS
+    from workers.report import iostat_table
+
+    row = {**dict.fromkeys(IOSTAT_COLUMNS), "note": "no D/C events: stage G"}
+    text = iostat_table({"rows": {"8,0": row}, "groups": []}, {"8,0": "sda"})
+    lines = text.splitlines()
+    assert lines[1].split() == ["sda"] + ["-"] * (len(lines[0].split()) - 1)
+    assert "0.00" not in text and '"-" for sda: no D/C events: stage G' in text

@@ -105,9 +105,13 @@ def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
     if not ctx.timed:
         for k in ("read_mbps", "write_mbps", "read_iops", "write_iops"):
             series[k] = []
-    series["iostat"] = iostat_row(table, dev, ctx.matcher, ctx.interval_ns, dev_rows=dev_rows)
-    series["mb_per_s"] = series["total_mb"] / (ctx.interval_ns / 1e9) if ctx.interval_ns else 0.0
-    series["iops"] = series["total_ios"] / (ctx.interval_ns / 1e9) if ctx.interval_ns else 0.0
+    row = iostat_row(table, dev, ctx.matcher, ctx.interval_ns, dev_rows=dev_rows)
+    if row["note"] == "no C events" and sr.stage != "D":
+        row["note"] = f"no D/C events: stage {sr.stage}"
+    series["iostat"] = row
+    # no interval (no timestamps, or one instant): no rate, rather than a rate of 0
+    series["mb_per_s"] = series["total_mb"] / (ctx.interval_ns / 1e9) if ctx.interval_ns else None
+    series["iops"] = series["total_ios"] / (ctx.interval_ns / 1e9) if ctx.interval_ns else None
     return {
         "name": table.device_name(dev),
         "stage": sr.stage,

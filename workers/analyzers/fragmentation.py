@@ -126,7 +126,7 @@ def fragmentation(table: EventTable, sr: StageRows, *, max_sectors: int | None =
     elif nq and nd:
         pieces, splits_src = nd / nq, "Q vs D counts"
     else:
-        pieces, splits_src = 0.0, None
+        pieces, splits_src = None, None  # no Q events: bios are not in the trace
 
     return {
         "requests": n,
@@ -151,9 +151,9 @@ def fragmentation(table: EventTable, sr: StageRows, *, max_sectors: int | None =
         "splits": nx,
         "issued": nd,
         "merges": nm,
-        "pieces_per_bio": float(pieces),
-        "splits_per_bio": float(pieces - 1.0) if pieces else 0.0,
+        "pieces_per_bio": None if pieces is None else float(pieces),
+        "splits_per_bio": None if pieces is None else float(pieces - 1.0),
         "splits_source": splits_src,
-        "q_per_d": float(nq / nd) if nd else 0.0,
-        "merged_share": float(nm / nq) if nq else 0.0,
+        "q_per_d": float(nq / nd) if nd else None,
+        "merged_share": float(nm / nq) if nq else None,  # None: no Q events to merge into
     }

@@ -18,6 +18,10 @@ seed 000's ``iostat -x`` output:
 
 The interval is the whole trace's span, the same for every device, so member disks compare.
 Reads are requests without the write or discard bit; discards get their own ``d`` columns.
+
+A column that cannot be computed from the trace is ``None`` (null in JSON), never 0, and the
+row's ``note`` says why: without C events (a trace of G-stage lines quoted in a mail) nothing
+is accounted; without timestamps there are no rates; without a matched start there is no await.
 """
 
 from __future__ import annotations
@@ -84,13 +88,17 @@ def union_length(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> 
 
 
 def iostat_row(table: EventTable, dev: int, matcher: StageMatcher, interval_ns: int, *,
-               dev_rows: npt.NDArray[np.intp] | None = None) -> dict[str, float]:
-    """One device's iostat -x-like row (see the module docstring for each column)."""
+               dev_rows: npt.NDArray[np.intp] | None = None) -> dict[str, Any]:
+    """One device's iostat -x-like row (see the module docstring for each column).
+
+    Columns that cannot be computed are None and ``note`` gives the reason (None when every
+    column is known); ``ios`` and ``matched_start`` are always counts.
+    """
     base = np.flatnonzero(table.dev == dev) if dev_rows is None else dev_rows
     act = table.action[base]
     c_rows = base[(act == ACT_COMPLETE) & (table.nr_sectors[base] > 0)]
-    # a zero-length interval (one event, or all at one instant) has no rate: report 0
-    secs = interval_ns / 1e9 if interval_ns > 0 else math.inf
+    timed = interval_ns > 0
+    secs = interval_ns / 1e9 if timed else math.inf
     direction = _direction(table.rwbs[c_rows])
     sectors = table.nr_sectors[c_rows].astype(np.int64)
 
@@ -108,30 +116,46 @@ def iostat_row(table: EventTable, dev: int, matcher: StageMatcher, interval_ns: 
     merges = base[(act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)]
     mdir = _direction(table.rwbs[merges])
 
-    row: dict[str, float] = {}
+    def rate(x: float) -> float | None:
+        return x / secs if timed else None
+
+    row: dict[str, Any] = {}
     for letter, code in (("r", 0), ("w", 1), ("d", 2)):
         sel = direction == code
         n = int(sel.sum())
         nsec = int(sectors[sel].sum())
         waited = sel & has_start
-        row[f"{letter}/s"] = n / secs
-        row[f"{letter}MB/s"] = nsec * SECTOR_BYTES / _MB / secs
-        row[f"{letter}_await"] = float(wait_ns[waited].mean() / 1e6) if waited.any() else 0.0
+        row[f"{letter}/s"] = rate(n)
+        row[f"{letter}MB/s"] = rate(nsec * SECTOR_BYTES / _MB)
+        # no requests: iostat prints 0.00; requests whose start is unknown: no await
+        row[f"{letter}_await"] = (float(wait_ns[waited].mean() / 1e6) if waited.any()
+                                  else (0.0 if n == 0 else None))
         row[f"{letter}areq-sz"] = nsec * SECTOR_BYTES / 1024 / n if n else 0.0
         if letter != "d":
             m = int((mdir == code).sum())
-            row[f"{letter}rqm/s"] = m / secs
+            row[f"{letter}rqm/s"] = rate(m)
             row[f"%{letter}rqm"] = 100.0 * m / (m + n) if (m + n) else 0.0
-    row["aqu-sz"] = float(wait_ns[has_start].sum() / interval_ns) if interval_ns > 0 else 0.0
+    row["aqu-sz"] = (float(wait_ns[has_start].sum() / interval_ns)
+                     if timed and (has_start.any() or not len(c_rows)) else None)
 
     # %util: union of [D, C) (or [Q, C) without D) intervals
     a = "D" if bool(np.any(act == ACTION_CODES["D"])) else "Q"
     ra, rb = matcher.pairs_for(a, "C", dev)
     busy = union_length(table.time_ns[ra], table.time_ns[rb])
-    row["%util"] = min(100.0, 100.0 * busy / interval_ns) if interval_ns > 0 else 0.0
-    row["ios"] = float(len(c_rows))
-    row["matched_start"] = float(int(has_start.sum()))
-    return {k: row[k] for k in (*IOSTAT_COLUMNS, "ios", "matched_start")}
+    row["%util"] = (min(100.0, 100.0 * busy / interval_ns)
+                    if timed and (len(ra) or not len(c_rows)) else None)
+    note = None
+    if not len(c_rows):
+        # the kernel accounts a request at completion: without C events nothing is known
+        row.update(dict.fromkeys(IOSTAT_COLUMNS))
+        note = "no C events"
+    elif not timed:
+        note = "no timestamps"
+    elif any(row[k] is None for k in IOSTAT_COLUMNS):
+        note = f"{int(has_start.sum())} of {len(c_rows)} completions matched to a G/Q start"
+    out = {k: row[k] for k in IOSTAT_COLUMNS}
+    out.update(ios=float(len(c_rows)), matched_start=float(int(has_start.sum())), note=note)
+    return out
 
 
 def group_name(name: str) -> str | None:
@@ -147,7 +171,13 @@ def group_name(name: str) -> str | None:
     return None
 
 
-def mean_rows(rows: Mapping[str, Mapping[str, float]], names: Mapping[str, str],
+def _mean_known(values: Sequence[float | None]) -> float | None:
+    """Mean of the members that have the column; None when none has it."""
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None
+
+
+def mean_rows(rows: Mapping[str, Mapping[str, float | None]], names: Mapping[str, str],
               exclude: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Mean row per group of >= 2 member disks (seed 000's ``sd*``).
 
@@ -167,7 +197,7 @@ def mean_rows(rows: Mapping[str, Mapping[str, float]], names: Mapping[str, str],
     for g, members in sorted(groups.items()):
         if len(members) < 2:
             continue
-        mean = {c: float(np.mean([rows[m][c] for m in members])) for c in IOSTAT_COLUMNS}
+        mean = {c: _mean_known([rows[m].get(c) for m in members]) for c in IOSTAT_COLUMNS}
         out.append({"name": g, "members": sorted(members), "row": mean})
     return out
 

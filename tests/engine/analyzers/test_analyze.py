@@ -70,6 +70,8 @@ def test_table_without_timestamps_has_no_rates_or_latencies() -> None:
     t.time_known = False
     d = analyze(t)["devices"]["8,0"]
     assert d["seek"]["cnt"] == 1 and d["sizes"]["count"] == 2
-    assert d["throughput"]["iostat"]["r/s"] == 0.0 and d["throughput"]["read_mbps"] == []
+    assert d["throughput"]["iostat"]["r/s"] is None and d["throughput"]["read_mbps"] == []
+    assert d["throughput"]["iostat"]["note"] == "no timestamps"
+    assert d["throughput"]["mb_per_s"] is None and d["throughput"]["iops"] is None
     assert d["latency"]["D2C"]["count"] == 0
     assert d["lba"]["x"] == "order" and d["lba"]["t_s"] == [0, 1]

@@ -9,6 +9,7 @@ from analyzer_helpers import requests
 from workers.analyzers import analyze
 from workers.analyzers.common import StageMatcher
 from workers.analyzers.throughput import (
+    IOSTAT_COLUMNS,
     group_name,
     iostat_row,
     mean_rows,
@@ -105,16 +106,32 @@ def test_empty_and_discard_rows() -> None:
 
 
 def test_single_request_and_zero_interval() -> None:
-    """One completed request: await is known; a zero-length interval gives rates of 0."""
+    """One completed request: await is known; a zero-length interval has no rates (None)."""
     t = requests([(0, 8, "R", {"G": 0, "D": 0, "C": 2 * MS})])
     row = iostat_row(t, SDA, StageMatcher(t), 2 * MS)
     assert row["r/s"] == pytest.approx(500.0) and row["r_await"] == pytest.approx(2.0)
     assert row["%util"] == pytest.approx(100.0) and row["aqu-sz"] == pytest.approx(1.0)
     only = requests([(0, 8, "R", {"C": 5})])
     zero = iostat_row(only, SDA, StageMatcher(only), 0)
-    assert zero["r/s"] == 0.0 and zero["rMB/s"] == 0.0 and zero["aqu-sz"] == 0.0
+    assert zero["r/s"] is None and zero["rMB/s"] is None and zero["aqu-sz"] is None
+    assert zero["rareq-sz"] == pytest.approx(4.0) and zero["note"] == "no timestamps"
     res = analyze(only)
-    assert res["span_ns"] == 0 and res["devices"]["8,0"]["throughput"]["mb_per_s"] == 0.0
+    assert res["span_ns"] == 0 and res["devices"]["8,0"]["throughput"]["mb_per_s"] is None
+
+
+def test_no_completions_give_none_not_zero() -> None:
+    """G-stage lines only (seed 000's quote): every iostat column is None, with the reason."""
+    t = requests([(0, 128, "R", {"G": 0}), (128, 128, "R", {"G": 1 * MS}),
+                  (4096, 128, "R", {"G": 2 * MS})])
+    res = analyze(t)
+    row = res["devices"]["8,0"]["throughput"]["iostat"]
+    assert all(row[c] is None for c in IOSTAT_COLUMNS)
+    assert row["note"] == "no D/C events: stage G" and row["ios"] == 0.0
+    frag = res["devices"]["8,0"]["fragmentation"]
+    assert frag["pieces_per_bio"] is None and frag["merged_share"] is None
+    rows = {"8,0": row, "8,16": {**row, "r/s": 4.0}}
+    g = mean_rows(rows, {"8,0": "sda", "8,16": "sdb"})
+    assert g[0]["row"]["r/s"] == 4.0 and g[0]["row"]["w/s"] is None
 
 
 def test_overlapping_requests_in_flight() -> None:
