@@ -58,8 +58,8 @@ NPF = 7
 NRF = 15
 # scalar state
 (S_NOW, S_HSEQ, S_RID, S_EVN, S_BL0H, S_BL0T, S_BL1H, S_BL1T, S_PLN, S_MULTI, S_BFREE, S_PFREE,
- S_RFREE, S_HN, S_NREQ, S_ERR, S_HASELV) = range(17)
-NS = 17
+ S_RFREE, S_HN, S_NREQ, S_ERR, S_HASELV, S_TAGWAIT) = range(18)
+NS = 18
 # policy codes
 (POL_HEAD, POL_CLEARED, POL_ORDER, POL_CAND, POL_CHECK, POL_MAXCNT, POL_STEP, POL_THINK,
  POL_UNPLUG) = range(9)
@@ -68,8 +68,8 @@ CAND_SCAN, CAND_NEWEST, CAND_OLDEST = 0, 1, 2
 # node codes
 KIND_DISK, KIND_RAID0, KIND_RAID5 = 0, 1, 2
 (L_MAXSEC, L_CHUNKSEC, L_PBS, L_LBS, L_MAXSEGS, L_SEGSIZE, L_NOMERGES, L_QD, L_KIND, L_DEV,
- L_CHUNK, L_DOFF, L_LAYOUT, L_NMEM, L_ELV) = range(15)
-NLF = 15
+ L_CHUNK, L_DOFF, L_LAYOUT, L_NMEM, L_ELV, L_TAGLIM, L_ALLOC) = range(17)
+NLF = 17
 F_NOMERGE = 1
 EV_COMPLETE = 0
 EV_UNIT = 1
@@ -105,6 +105,15 @@ def eligible(bios_rwbs: npt.NDArray[np.int64], stack: Stack, limits: dict[int, Q
 
 
 # --- small helpers ---------------------------------------------------------------------------------
+class TagWait(Exception):
+    """A request found no free tag: the compiled engine hands the replay to the Python one.
+
+    Sleeping in ``blk_mq_get_tag`` (and the plug flush from ``io_schedule``) is modelled only
+    by :meth:`workers.model.submit.Engine.wait_for_tag`; the compiled engine counts tags
+    exactly as it does and gives up at the first wait, so both engines still agree.
+    """
+
+
 @njit(cache=True)
 def _ev(EV: Any, S: Any, t: int, dev: int, pid: int, act: int, rwbs: int, sec: int, nr: int,
         aux: int, aux2: int) -> None:
@@ -531,6 +540,7 @@ def _dd_insert(R: Any, B: Any, FR: Any, S: Any, L: Any, E: Any, node: int, rq: i
                 _dd_remove(R, E, node, prev, old_s, old_e, False)
                 _dd_add(R, E, node, prev, True)
                 _release_slot(FR, S, S_RFREE, rq)
+                L[node, L_ALLOC] -= 1
                 return
     R[rq, R_TINS] = t
     _dd_add(R, E, node, rq, False)
@@ -807,6 +817,9 @@ def _mq_submit(B: Any, FB: Any, P: Any, U: Any, R: Any, FR: Any, Q: Any, INF: An
                 B[b, B_RWBS], B[b, B_SEC], B[b, B_NR], 0, 0)
             S[S_NOW] += POL[POL_STEP]
             return
+    if L[node, L_ALLOC] >= L[node, L_TAGLIM]:
+        S[S_TAGWAIT] = 1  # blk_mq_get_tag would sleep: hand over to the Python engine
+    L[node, L_ALLOC] += 1
     rq = _alloc(FR, S, S_RFREE)
     S[S_RID] += 1
     S[S_NREQ] += 1
@@ -901,6 +914,8 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
     """Run until the heap is empty (returns 0) or a buffer is low (returns 1: grow, call again)."""
     bio_based = L[top, L_KIND] != KIND_DISK
     while S[S_HN] > 0:
+        if S[S_TAGWAIT]:
+            return 2
         if EV.shape[0] - S[S_EVN] < margin_ev or S[S_BFREE] < margin_pool or \
                 S[S_PFREE] < margin_pool or S[S_RFREE] < margin_pool or \
                 H.shape[0] - S[S_HN] < margin_pool or \
@@ -913,6 +928,7 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
             rq = payload
             node = R[rq, R_NODE]
             INF[node] -= 1
+            L[node, L_ALLOC] -= 1
             _ev(EV, S, t, L[node, L_DEV], 0, 8, R[rq, R_RWBS], R[rq, R_SEC], R[rq, R_NR], 0, 0)
             b = R[rq, R_BHEAD]
             while b >= 0:
@@ -1037,7 +1053,8 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
                 lim.max_segments, lim.max_segment_size, lim.nomerges, lim.queue_depth,
                 {"disk": KIND_DISK, "raid0": KIND_RAID0, "raid5": KIND_RAID5}[n.kind], n.dev,
                 n.chunk_sectors, n.data_offset, _LAYOUTS.get(n.layout, 0), len(n.members),
-                1 if lim.has_elevator else 0]
+                1 if lim.has_elevator else 0,
+                max(lim.nr_requests if lim.has_elevator else lim.queue_depth, 1), 0]
         for j, m in enumerate(n.members):
             MEM[i, j] = index[m.dev]
         if n.kind == "disk":
@@ -1107,6 +1124,8 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
                       margin_ev, margin_pool)
         if S[S_ERR]:
             raise RuntimeError("fast replay ran out of pool space")
+        if status == 2:
+            raise TagWait("a request had to wait for a tag")
         if status == 0:
             break
         if EV.shape[0] - S[S_EVN] < margin_ev:

@@ -408,7 +408,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         engine: ``"python"`` (:class:`workers.model.submit.Engine`), ``"fast"`` (the compiled
             engine of :mod:`workers.model.fast`, same events; ModelConfigError when the case is
             outside its scope) or ``"auto"`` (fast when eligible and at least
-            ``FAST_MIN_BIOS`` bios).
+            ``FAST_MIN_BIOS`` bios). When a request must wait for a tag (every request
+            holds a scheduler tag, ``nr_requests``, or without an elevator a driver tag,
+            ``queue_depth``, from G to completion) the compiled engine stops and the Python
+            engine replays the input (:meth:`Engine.wait_for_tag`).
 
     Returns:
         An EventTable sorted by time with per-device seq numbers.
@@ -434,8 +437,13 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
 
         big = len(sector) >= FAST_MIN_BIOS or engine == "fast"
         if big and fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
-            return _replay_fast(eng, bios, stack, policy, seed, record, sector, nr,
-                                seg, rwbs, pid, time_ns, plug)
+            try:
+                return _replay_fast(eng, bios, stack, policy, seed, record, sector, nr,
+                                    seg, rwbs, pid, time_ns, plug)
+            except fast.TagWait:
+                # a request waits for a tag: only the Python engine models the sleep
+                eng = Engine(stack, policy, record=record)
+                engine = "python"
         if engine == "fast":
             raise ModelConfigError("this stack/workload is outside the compiled engine's scope")
     threads: dict[int, _Thread] = {}

@@ -126,12 +126,20 @@ class Engine:
         self.queues: dict[int, NoneQueue | DeadlineQueue] = {}
         self.servers: dict[int, Any] = {}
         self.inflight: dict[int, int] = {}
+        #: requests allocated (G) and not yet freed, per disk, and the tag count they draw on
+        self.alloc: dict[int, int] = {}
+        self.tag_limit: dict[int, int] = {}
+        #: a request had to wait for a tag (the compiled engine does not model this)
+        self.tag_waits = 0
         for dev, node in self.nodes.items():
             if node.kind == "disk":
                 lim = self.limits[dev]
                 self.queues[dev] = make_queue(lim)
                 self.servers[dev] = (servers or {}).get(dev) or _server_for(node, lim)
                 self.inflight[dev] = 0
+                self.alloc[dev] = 0
+                self.tag_limit[dev] = max(lim.nr_requests if lim.has_elevator
+                                          else lim.queue_depth, 1)
         self.bio_list: list[deque[Bio]] | None = None
         self.plug: Plug | None = None
         self.heap: list[tuple[int, int, int, Any]] = []
@@ -415,6 +423,9 @@ class Engine:
                 self.ev(bio.dev, bio.pid, act, bio.rwbs, bio.sector, bio.nr)
                 self.tick()
                 return
+        if self.alloc[node.dev] >= self.tag_limit[node.dev]:
+            self.wait_for_tag(node.dev)
+        self.alloc[node.dev] += 1
         self.rid += 1
         rq = Request(bio, nsegs, self.rid)
         self.n_requests += 1
@@ -424,6 +435,36 @@ class Engine:
             self.plug.add(rq)
         else:
             self.flush_groups([FlushGroup(rq.dev, [rq], True)], False, plugged=False)
+
+    def wait_for_tag(self, dev: int) -> None:
+        """``blk_mq_get_tag`` finds no free tag: the thread sleeps until one is freed.
+
+        Every request holds a tag from G until it completes: a scheduler tag (``nr_requests``)
+        under an elevator, else a driver tag (``queue_depth``). ``io_schedule`` flushes the
+        sleeping thread's plug first (``sched_submit_work`` -> ``blk_flush_plug(plug, true)``:
+        UT events, the requests go to the queue and are dispatched). Completions are then
+        processed in time order until this device has a free tag; other threads' units that
+        fall due meanwhile wait until this submission is done (one submitting CPU).
+        """
+        self.tag_waits += 1
+        if self.plug is not None:
+            self.plug.flush(True)
+        deferred: list[tuple[int, int, int, Any]] = []
+        while self.alloc[dev] >= self.tag_limit[dev]:
+            item = None
+            while self.heap:
+                cand = heapq.heappop(self.heap)
+                if cand[2] == EV_COMPLETE:
+                    item = cand
+                    break
+                deferred.append(cand)
+            if item is None:  # pragma: no cover - nothing in flight would be a model bug
+                break
+            t = item[0]
+            self.now = max(self.now, t)
+            self.complete(item[3], t)
+        for cand in deferred:
+            heapq.heappush(self.heap, cand)
 
     def make_plug(self) -> Plug:
         plug = Plug(self.policy, self.limits.__getitem__,
@@ -453,7 +494,8 @@ class Engine:
             for rq in g.requests:
                 if queue.has_elevator:
                     self.ev(rq.dev, rq.pid, ACT_INSERT, rq.rwbs, rq.sector, rq.nr)
-                queue.insert(rq, self.now)
+                if not queue.insert(rq, self.now):
+                    self.alloc[g.dev] -= 1  # merged into a queued request and freed
             self.kick(g.dev, self.now)
             self.tick()
 
@@ -484,6 +526,7 @@ class Engine:
     def complete(self, rq: Request, t: int) -> None:
         """A request completed: C on the disk, bios end (C on md pieces), tags freed."""
         self.inflight[rq.dev] -= 1
+        self.alloc[rq.dev] -= 1
         self.ev(rq.dev, 0, ACT_COMPLETE, rq.rwbs, rq.sector, rq.nr, t=t)
         for b in rq.bios:
             self._release(b, t)

@@ -6,7 +6,8 @@ sector with the predicted D events of the member disks:
 
 * every sector of every submitted bio reaches exactly the right member sector (raid5 writes:
   the data sector exactly once, plus parity sectors of the written rows only);
-* no request exceeds its device's limits (max_sectors, chunk boundary, logical block size);
+* no request exceeds its device's limits (max_sectors, chunk boundary, logical block size),
+  and without an elevator no more requests exist at once than driver tags (queue_depth);
 * every D has its C on the same range, C not before D; every D's start sector was entered by a
   G/M/F/I no later; every G has its Q/A no later (Q <= G <= I <= D <= C);
 * replaying twice gives the same table; the compiled engine gives the Python engine's table.
@@ -135,6 +136,12 @@ def check_invariants(table: EventTable, stack: Stack, policy, kind: str, n: int,
         if lim.chunk_sectors:
             assert np.all(s // lim.chunk_sectors == (s + nr - 1) // lim.chunk_sectors)
         _check_pairs_and_times(table, d)
+        if not lim.has_elevator:
+            # a driver tag per request from G to C (no insert merges without an elevator)
+            on = dev == d
+            step = np.where(act[on] == ACT_GETRQ, 1, np.where(act[on] == ACT_COMPLETE, -1, 0))
+            assert int(np.max(np.cumsum(step), initial=0)) <= lim.queue_depth, \
+                f"{d}: more requests than driver tags"
 
 
 def _multiset_minus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
