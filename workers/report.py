@@ -26,6 +26,14 @@ def _fmt(v: Any) -> str:
     return f"{float(v):.2f}" if isinstance(v, (int, float)) else str(v)
 
 
+def _columns(table: Sequence[Sequence[str]]) -> str:
+    """iostat's layout: the name column left-aligned, the numbers right-aligned."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return "\n".join(" ".join([row[0].ljust(widths[0])]
+                               + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]).rstrip()
+                      for row in table)
+
+
 def iostat_table(iostat: Mapping[str, Any], names: Mapping[str, str]) -> str:
     """The iostat -x-like table: one row per device, then the mean rows of member groups."""
     rows: Mapping[str, Mapping[str, float]] = iostat.get("rows", {})
@@ -39,14 +47,9 @@ def iostat_table(iostat: Mapping[str, Any], names: Mapping[str, str]) -> str:
         table.append([names.get(dev, dev), *(_fmt(r.get(c, 0.0)) for c in cols)])
     for g in groups:
         table.append([g["name"], *(_fmt(g["row"].get(c, 0.0)) for c in cols)])
-    widths = [max(len(row[i]) for row in table) for i in range(len(cols) + 1)]
-    lines = []
-    for row in table:
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
-        lines.append(" ".join(cells).rstrip())
-    lines += [f"  (\"-\" for {names.get(dev, dev)}: {r['note']})" for dev, r in rows.items()
-              if r.get("note") and any(r.get(c) is None for c in cols)]
-    return "\n".join(lines)
+    notes = [f"  (\"-\" for {names.get(dev, dev)}: {r['note']})" for dev, r in rows.items()
+             if r.get("note") and any(r.get(c) is None for c in cols)]
+    return _columns(table) + ("\n" + "\n".join(notes) if notes else "")
 
 
 MEASURED_COLUMNS: tuple[str, ...] = (
@@ -60,10 +63,7 @@ def measured_table(rows: Sequence[Mapping[str, Any]]) -> str:
     table = [["Device", *["%util" if c == "util" else c for c in cols]]]
     for r in rows:
         table.append([str(r.get("device", "?")), *(_fmt(r.get(c, "")) for c in cols)])
-    widths = [max(len(row[i]) for row in table) for i in range(len(cols) + 1)]
-    return "\n".join(" ".join([row[0].ljust(widths[0])]
-                               + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]).rstrip()
-                      for row in table)
+    return _columns(table)
 
 
 def _side_text(side: Mapping[str, Any], heading: str, devices: Sequence[str] | None) -> list[str]:

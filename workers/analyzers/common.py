@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from workers.events import ACTION_CODES, STAGE_FALLBACK, EventTable, dev_str
+from workers.events import ACTION_CODES, STAGE_FALLBACK, EventTable
 
 #: Stages a caller may ask for explicitly (C is allowed: a completion stream has sectors too).
 SELECTABLE_STAGES: tuple[str, ...] = ("Q", "G", "I", "D", "C")
@@ -40,10 +40,6 @@ class StageRows:
     fallback: bool
     rows: npt.NDArray[np.intp]
     zero_length: int
-
-    @property
-    def dev_name(self) -> str:
-        return dev_str(self.dev)
 
     def describe(self) -> str:
         """Human note on the stage, e.g. ``"stage D"`` or ``"stage G (no D events)"``."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workers.errors import ParseError, UnknownFormatError
+from workers.errors import UnknownFormatError
 from workers.events import EventTable
 from workers.traces._registry import (
     EVENT_FORMATS,
@@ -248,7 +248,3 @@ def _member_format(path: Path, label: str) -> str:
         return "sysfs-queue"  # /sys/block/<name>/dev: "major:minor"
     return detect_format(path, name=label)
 
-
-def error_report(exc: ParseError) -> dict[str, Any]:
-    """JSON form of a parse error for job results."""
-    return exc.to_json()

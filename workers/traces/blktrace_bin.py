@@ -742,8 +742,3 @@ def _natural_key(name: str) -> tuple[str, int, str]:
         return (base, int(suffix), name)
     return (name, -1, name)
 
-
-def parse_blktrace(path: str | Path, *, name: str | None = None) -> EventTable:
-    """One binary file to a table with times relative to its genesis."""
-    table = merge_raw([parse_blktrace_raw(path, name=name)])
-    return table

@@ -69,6 +69,44 @@ def test_matched_in_order_is_lis_share(perm: list[int]) -> None:
     assert matched_in_order(obs, pred) == max(best) / len(obs)
 
 
+def _matched_in_order_reference(observed: list[tuple[int, int]],
+                                predicted: list[tuple[int, int]]) -> float:
+    """The per-request definition: j-th observed copy -> j-th predicted copy, then LIS (DP)."""
+    if not observed:
+        return 1.0 if not predicted else 0.0
+    pos: dict[tuple[int, int], list[int]] = {}
+    for i, r in enumerate(predicted):
+        pos.setdefault(r, []).append(i)
+    used: dict[tuple[int, int], int] = {}
+    seq = []
+    for r in observed:
+        j = used.get(r, 0)
+        if j < len(pos.get(r, [])):
+            seq.append(pos[r][j])
+            used[r] = j + 1
+    best = [1] * len(seq)
+    for i in range(len(seq)):
+        for j in range(i):
+            if seq[j] < seq[i]:
+                best[i] = max(best[i], best[j] + 1)
+    return max(best, default=0) / len(observed)
+
+
+small_reqs_st = st.lists(st.tuples(st.sampled_from([0, 8, 16, 24, 1 << 40]),
+                                   st.sampled_from([8, 16])), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(small_reqs_st, small_reqs_st)
+def test_matched_in_order_with_repeats_matches_reference(obs: list[tuple[int, int]],
+                                                         pred: list[tuple[int, int]]) -> None:
+    """Repeated requests (re-reads) pair copy by copy; tuples and arrays give the same share."""
+    want = _matched_in_order_reference(obs, pred)
+    assert matched_in_order(obs, pred) == want
+    assert matched_in_order(np.array(obs, dtype=np.uint64).reshape(-1, 2),
+                            np.array(pred, dtype=np.uint64).reshape(-1, 2)) == want
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0, 8, 16]), st.integers(0, 1000),
                           st.integers(1, 500)), min_size=1, max_size=25))
