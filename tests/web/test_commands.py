@@ -13,18 +13,26 @@ from workers.tasks import run_analysis
 pytestmark = pytest.mark.django_db
 
 
-def test_load_demo_creates_user_and_analyzed_comparison():
-    """load_demo prints the login and leaves the seed 000 comparison analyzed; twice is fine."""
+def test_load_demo_creates_user_and_analyzed_comparisons():
+    """load_demo prints the login, leaves seed 000 (1) and the raid5 captures (2) analyzed."""
     out = io.StringIO()
     call_command("load_demo", stdout=out)
     text = out.getvalue()
     assert "Demo login: user 'demo', password 'demo-blkreview'" in text
-    cmp_ = Comparison.objects.get()
-    assert cmp_.status == "ready"
-    seek = cmp_.baseline_bundles.get().result.data["devices"]["8,0"]["seek"]
+    seed, raid5 = Comparison.objects.order_by("pk")
+    assert f"/comparisons/{seed.pk}/" in text and f"/comparisons/{raid5.pk}/" in text
+    assert seed.status == "ready" and raid5.status == "ready"
+    seek = seed.baseline_bundles.get().result.data["devices"]["8,0"]["seek"]
     assert (seek["cnt"], seek["zero_cnt"]) == (6, 1)
+    # the real captures: binary blktrace of md0 + 8 members, D-stage on the members
+    data = raid5.baseline_bundles.get().result.data
+    assert data["devices"]["254,0"]["stage"] == "D" and "9,0" in data["devices"]
+    assert data["devices"]["254,0"]["throughput"]["iostat"]["r/s"] > 0
+    assert raid5.patched_bundles.get().kernel.startswith("7.2")
+    model = raid5.result.model or {}
+    assert model and not model.get("error"), model.get("error")
     call_command("load_demo", stdout=io.StringIO())
-    assert Comparison.objects.count() == 1
+    assert Comparison.objects.count() == 2
     from django.contrib.auth import authenticate
 
     assert authenticate(username="demo", password="demo-blkreview") is not None

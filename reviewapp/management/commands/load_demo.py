@@ -1,10 +1,18 @@
-"""``manage.py load_demo``: a demo user and the seed 000 before/after comparison.
+"""``manage.py load_demo``: a demo user and two before/after comparisons.
 
-The traces are the blkparse G-stage lines quoted in seed 000_bd92b2ca435366b4.txt (7 lines
-before the patch, 8 after), shipped in reviewapp/demo/. By default the analysis runs right
-here, in this process, through the same function the Celery task calls, so the page is ready
-when the server starts; ``--queue`` leaves it to the worker instead.
-Idempotent: running it again reuses the user and the comparison.
+1. Seed 000 (comparison 1): the blkparse G-stage lines quoted in seed 000_bd92b2ca435366b4.txt
+   (7 lines before the patch, 8 after), shipped in reviewapp/demo/. Only G events: the page
+   shows what a quote in a mail allows (seek, sizes) and says what it cannot compute.
+2. Real captures of the same workload on kernels 6.1 and 7.2 (md raid5 of 8 virtio disks,
+   512K chunk, max_sectors_kb 1024, ``dd bs=2M iflag=direct``): the binary per-CPU blktrace
+   files of md0 and its members plus the capture's blkreview.toml (kernel, stack, limits),
+   copied from /work/shared/samples/kernel/*/W1b_raid5_c512_msk1024_dd2M into
+   reviewapp/demo/k61_W1b and k72_W1b. D-stage seek histograms, the iostat-like table,
+   ordering across members and the model panel (policy under test split_remainder=head).
+
+By default the analysis runs right here, in this process, through the same functions the
+Celery tasks call, so both pages are ready when the server starts; ``--queue`` leaves it to
+the worker instead. Idempotent: running it again reuses the user and the comparisons.
 """
 
 from __future__ import annotations
@@ -23,10 +31,39 @@ from reviewapp.services.comparisons import submission_create
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 TITLE = "block: place split bios at the head of current->bio_list"
+RAID5_TITLE = "raid5 reads on 6.1 vs 7.2: dd 2M O_DIRECT over an 8-disk md raid5 (real captures)"
+
+
+def _demo_files(sub: str) -> list[SimpleUploadedFile]:
+    """Every file of a demo capture directory, as uploads (binary blktrace + blkreview.toml)."""
+    return [SimpleUploadedFile(p.name, p.read_bytes(), "application/octet-stream")
+            for p in sorted((DEMO_DIR / sub).iterdir()) if p.is_file()]
+
+
+#: The demo comparisons, in creation order (comparison 1 is seed 000: tests rely on it).
+DEMOS: tuple[dict[str, Any], ...] = (
+    {"title": TITLE, "author": "Yu Kuai",
+     "baseline": lambda: [SimpleUploadedFile(
+         "seed000_before.blkparse.txt", (DEMO_DIR / "seed000_before.blkparse.txt").read_bytes(),
+         "text/plain")],
+     "patched": lambda: [SimpleUploadedFile(
+         "seed000_after.blkparse.txt", (DEMO_DIR / "seed000_after.blkparse.txt").read_bytes(),
+         "text/plain")],
+     "baseline_kernel": "6.17 (before the patch)", "patched_kernel": "6.18 (with the patch)",
+     "stack": "md raid5 of 8 disks, 64k chunk (seed 000); trace of member 8,0",
+     "workload": "dd if=/dev/md0 of=/dev/null bs=4480k iflag=direct",
+     "policy": "split_remainder=head"},
+    {"title": RAID5_TITLE, "author": "blkreview demo",
+     "baseline": lambda: _demo_files("k61_W1b"), "patched": lambda: _demo_files("k72_W1b"),
+     "baseline_kernel": "6.1.0-57-amd64", "patched_kernel": "7.2.13+deb14-amd64",
+     "stack": "md raid5 of 8 virtio disks (vda..vdh), 512K chunk, md0 max_sectors_kb 1024",
+     "workload": "dd if=/dev/md0 of=/dev/null bs=2M count=100 iflag=direct",
+     "policy": "split_remainder=head"},
+)
 
 
 class Command(BaseCommand):
-    help = "Create a demo user and the seed 000 before/after comparison (prints the login)."
+    help = "Create a demo user and the demo comparisons (prints the login and the URLs)."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--username", default="demo")
@@ -40,47 +77,46 @@ class Command(BaseCommand):
         if created or not user.check_password(opts["password"]):
             user.set_password(opts["password"])
             user.save()
-
-        def upload(name: str) -> SimpleUploadedFile:
-            return SimpleUploadedFile(name, (DEMO_DIR / name).read_bytes(), "text/plain")
-
-        comparison = (Comparison.objects.filter(patch__title=TITLE, created_by=user)
-                      .order_by("pk").first())
-        if comparison is None:
-            with transaction.atomic():
-                comparison, _ = submission_create(
-                    title=TITLE, version="", author="Yu Kuai",
-                    baseline_files=[upload("seed000_before.blkparse.txt")],
-                    patched_files=[upload("seed000_after.blkparse.txt")],
-                    baseline_kernel="6.17 (before the patch)",
-                    patched_kernel="6.18 (with the patch)",
-                    stack="md raid5 of 8 disks, 64k chunk (seed 000); trace of member 8,0",
-                    workload="dd if=/dev/md0 of=/dev/null bs=4480k iflag=direct",
-                    policy="split_remainder=head", user=user,
-                )
+        comparisons = []
+        for demo in DEMOS:
+            comparison = (Comparison.objects.filter(patch__title=demo["title"], created_by=user)
+                          .order_by("pk").first())
+            if comparison is None:
+                with transaction.atomic():
+                    comparison, _ = submission_create(
+                        title=demo["title"], version="", author=demo["author"],
+                        baseline_files=demo["baseline"](), patched_files=demo["patched"](),
+                        baseline_kernel=demo["baseline_kernel"],
+                        patched_kernel=demo["patched_kernel"], stack=demo["stack"],
+                        workload=demo["workload"], policy=demo["policy"], user=user)
+            comparisons.append(comparison)
         if not opts["queue"]:
-            from workers.tasks import run_analysis
-
-            bundles = list(comparison.baseline_bundles.all()) + list(comparison.patched_bundles.all())
-            for bundle in bundles:
-                if BundleResult.objects.filter(bundle=bundle).exists():
-                    continue
-                job = (AnalysisJob.objects.filter(bundle=bundle)
-                       .exclude(state__in=c.JOB_FINAL_STATES).order_by("-pk").first())
-                if job is not None:
-                    state = run_analysis(job.pk)
-                    self.stdout.write(f"analysis of bundle {bundle.pk}: {state}")
-            # then the comparison step (compare, check, model panel, charts), here too
-            from reviewapp.models import ComparisonResult
-            from reviewapp.services.jobs import comparison_refresh_status
-            from workers.tasks import run_compare
-
-            comparison.refresh_from_db()
-            comparison_refresh_status(comparison=comparison)
-            result = ComparisonResult.objects.filter(comparison=comparison).first()
-            if result is not None and not result.is_final:
-                state = run_compare(result.pk, task_id=result.celery_task_id)
-                self.stdout.write(f"comparison step: {state}")
+            for comparison in comparisons:
+                self._run_here(comparison)
+        lines = [f"Demo comparison: /comparisons/{c.pk}/  ({c.patch.title})" for c in comparisons]
         self.stdout.write(self.style.SUCCESS(
-            f"Demo comparison: /comparisons/{comparison.pk}/\n"
-            f"Demo login: user {opts['username']!r}, password {opts['password']!r}"))
+            "\n".join(lines)
+            + f"\nDemo login: user {opts['username']!r}, password {opts['password']!r}"))
+
+    def _run_here(self, comparison: Comparison) -> None:
+        """Analyze both sides and run the comparison step in this process (what the tasks do)."""
+        from reviewapp.models import ComparisonResult
+        from reviewapp.services.jobs import comparison_refresh_status
+        from workers.tasks import run_analysis, run_compare
+
+        bundles = list(comparison.baseline_bundles.all()) + list(comparison.patched_bundles.all())
+        for bundle in bundles:
+            if BundleResult.objects.filter(bundle=bundle).exists():
+                continue
+            job = (AnalysisJob.objects.filter(bundle=bundle)
+                   .exclude(state__in=c.JOB_FINAL_STATES).order_by("-pk").first())
+            if job is not None:
+                state = run_analysis(job.pk)
+                self.stdout.write(f"analysis of bundle {bundle.pk}: {state}")
+        # then the comparison step (compare, check, model panel, charts), here too
+        comparison.refresh_from_db()
+        comparison_refresh_status(comparison=comparison)
+        result = ComparisonResult.objects.filter(comparison=comparison).first()
+        if result is not None and not result.is_final:
+            state = run_compare(result.pk, task_id=result.celery_task_id)
+            self.stdout.write(f"comparison {comparison.pk} step: {state}")
