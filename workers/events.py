@@ -138,16 +138,27 @@ def dev_str(dev: int) -> str:
     return f"{dev_major(dev)},{dev_minor(dev)}"
 
 
+def checked_dev(major: int, minor: int) -> int:
+    """:func:`make_dev` for numbers read from a file: out-of-range parts are a ValueError
+    (the text parsers turn it into a ParseError with the line) instead of a masked minor or
+    a dev_t too large for the column."""
+    if not (0 <= major <= 0xFFF and 0 <= minor <= 0xFFFFF):
+        raise ValueError(f"device {major},{minor} out of range (dev_t: 12-bit major, "
+                         "20-bit minor)")
+    return make_dev(major, minor)
+
+
 def parse_dev(text: str) -> int:
     """Inverse of :func:`dev_str`; accepts ``"8,0"`` and ``"8:0"``."""
     sep = "," if "," in text else ":"
     parts = text.strip().split(sep)
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
         raise ValueError(f"bad device {text!r}: expected MAJOR,MINOR such as 8,0")
-    major, minor = int(parts[0]), int(parts[1])
-    if major > 0xFFF or minor > 0xFFFFF:
-        raise ValueError(f"bad device {text!r}: major < 4096 and minor < 1048576 (dev_t)")
-    return make_dev(major, minor)
+    try:
+        return checked_dev(int(parts[0]), int(parts[1]))
+    except ValueError:
+        raise ValueError(f"bad device {text!r}: major < 4096 and minor < 1048576 (dev_t)"
+                         ) from None
 
 
 @dataclass(frozen=True)

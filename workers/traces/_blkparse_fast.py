@@ -66,7 +66,9 @@ def _is_digit(c: Any) -> Any:
 
 @numba.njit(cache=True, inline="always")
 def _skip_spaces(b: Any, i: int, end: int) -> int:
-    while i < end and (b[i] == 32 or b[i] == 9):
+    # CR too: ``str.split`` (the exact parser) treats a stray CR as whitespace, so a line
+    # starting with one must not look like prose here
+    while i < end and (b[i] == 32 or b[i] == 9 or b[i] == 13):
         i += 1
     return i
 
@@ -126,6 +128,7 @@ def scan(b: Any, max_line: int, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid:
         i = _skip_spaces(b, pos, e)
         if i < e and b[i] == 62:  # '>' mail quote: let the exact parser handle it
             return FALLBACK, k, skipped, starts, ends
+        first = i
         # maj,min cpu seq -- decides whether the line is an event at all
         i, maj, ok = _uint(b, i, e)
         not_event = not ok or i >= e or b[i] != 44
@@ -142,7 +145,9 @@ def scan(b: Any, max_line: int, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid:
             j = _skip_spaces(b, i, e)
             not_event = not ok2 or j == i
         if not_event:
-            if not _plain(b, pos, e):
+            if not _plain(b, pos, e) or (first < e and _is_digit(b[first])):
+                # a line starting with a number is event-shaped to the exact parser (an
+                # error with its line number there, e.g. a 24-digit device), never prose
                 return FALLBACK, k, skipped, starts, ends
             if _skip_spaces(b, pos, e) < e:
                 skipped += 1

@@ -43,6 +43,7 @@ from workers.events import (
     ACTION_CODES,
     NULL_COMM,
     EventTable,
+    checked_dev,
     make_dev,
     rwbs_from_text,
 )
@@ -200,7 +201,10 @@ def _parse_event(parts: list[str], c: _Columns, rwbs_cache: _RwbsCache) -> None:
             if not t:
                 raise _fail(f"bad remap tail {tail!r}")
             sector, nr = int(t.group(1)), int(t.group(2))
-            aux2 = make_dev(int(t.group(3)), int(t.group(4)))
+            try:
+                aux2 = checked_dev(int(t.group(3)), int(t.group(4)))
+            except ValueError as exc:
+                raise _fail(str(exc)) from None
             aux = int(t.group(5))
         elif code in (ACT_UNPLUG_IO, ACT_UNPLUG_TIMER):
             t = _TAIL_UNPLUG.match(tail)

@@ -136,9 +136,11 @@ def parse_bpftrace(path: str | Path, *, name: str | None = None,
         nbytes = int(m.group("bytes"))
         cpu = int(m.group("cpu"))
         pid = int(m.group("pid"))
-        if sector >= 1 << 64 or nbytes >> 9 >= 1 << 32 or cpu > 0xFFFF or pid >= 1 << 32:
+        t_ns = int(m.group("us")) * 1000
+        if (sector >= 1 << 64 or nbytes >> 9 >= 1 << 32 or cpu > 0xFFFF or pid >= 1 << 32
+                or t_ns >= 1 << 63):
             raise ParseError(label, "number out of range", line=lineno)
-        _append(c, t=int(m.group("us")) * 1000, dev=disks.dev(m.group("disk")), cpu=cpu,
+        _append(c, t=t_ns, dev=disks.dev(m.group("disk")), cpu=cpu,
                 pid=pid, action=action, rwbs=RWBS_NONE, sector=sector, nr=nbytes >> 9,
                 comm=m.group("comm").strip())
     extra = []
@@ -151,6 +153,9 @@ def parse_bpftrace(path: str | Path, *, name: str | None = None,
 _BIOSNOOP_HDR = re.compile(r"^\s*TIME(?:\((?P<unit>s|ms)\))?\s+COMM\s+PID\s+DISK\s+T\s+SECTOR\s+"
                            r"BYTES(?P<rest>.*)$")
 _NUM = re.compile(r"^-?\d+(?:\.\d+)?$")
+#: times and latencies beyond ~146 years do not fit int64 nanoseconds (and NaN fails every
+#: comparison, so the range checks below also refuse it)
+_MAX_SECONDS = 2.0 ** 62 / 1e9
 
 
 def parse_biosnoop(path: str | Path, *, name: str | None = None,
@@ -194,7 +199,9 @@ def parse_biosnoop(path: str | Path, *, name: str | None = None,
             rwbs = ftrace_rwbs(rw)
         except ValueError as exc:
             raise ParseError(label, f"bad biosnoop line: {exc}", line=lineno) from None
-        if sector >= 1 << 64 or nbytes >> 9 >= 1 << 32 or pid >= 1 << 32 or lat_ms < 0:
+        if not (0 <= sector < 1 << 64 and 0 <= nbytes and nbytes >> 9 < 1 << 32
+                and 0 <= pid < 1 << 32 and 0 <= lat_ms < _MAX_SECONDS * 1e3
+                and abs(t_s) < _MAX_SECONDS):
             raise ParseError(label, "number out of range", line=lineno)
         t_done = int(round(t_s * 1e9))
         t_issue = t_done - int(round(lat_ms * 1e6))

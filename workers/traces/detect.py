@@ -43,7 +43,9 @@ _BIOSNOOP_HDR_RE = re.compile(r"^\s*TIME\((?:s|ms)\)\s+COMM\s+PID\s+DISK\s+T\s+S
 _IOSTAT_HDR_RE = re.compile(r"^Device:?\s+.*(?:r/s|rrqm/s|tps)")
 _SYSFS_RE = re.compile(r"^(?:## /sys/block/\S+/queue\s*$|/sys/block/[^/\s]+/queue/\w+:)")
 _MDSTAT_RE = re.compile(r"^Personalities\s*:")
-_MANIFEST_KEYS_RE = re.compile(r"^\s*(?:kernel|role)\s*=|^\s*\[(?:stack|workload|limits)")
+#: a manifest key or table on any line (a manifest may start with comments)
+_MANIFEST_KEYS_RE = re.compile(r"^\s*(?:kernel|role)\s*=|^\s*\[(?:stack|workload|limits|devices)",
+                               re.MULTILINE)
 
 
 def _is_blktrace_magic(head: bytes) -> bool:

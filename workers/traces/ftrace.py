@@ -59,7 +59,7 @@ from workers.events import (
     RWBS_WRITE_ZEROES,
     RWBS_ZONE,
     EventTable,
-    make_dev,
+    checked_dev,
 )
 from workers.traces._textio import open_lines
 from workers.traces.blkparse_text import _Columns
@@ -253,7 +253,7 @@ def _add(c: _Columns, spec: tuple[int, str], body: str, pid: int, cpu: int, t: i
             m = _RQ_RE.match(body)
         if not m:
             raise ValueError(f"body {body!r} matches no known layout")
-        dev = make_dev(int(m.group("maj")), int(m.group("min")))
+        dev = checked_dev(int(m.group("maj")), int(m.group("min")))
         text = m.group("rwbs")
         bits = rwbs_cache.get(text)
         if bits is None:
@@ -266,7 +266,7 @@ def _add(c: _Columns, spec: tuple[int, str], body: str, pid: int, cpu: int, t: i
         elif kind == "remap":
             nr = int(m.group("nr"))
             aux = int(m.group("from"))
-            aux2 = make_dev(int(m.group("fmaj")), int(m.group("fmin")))
+            aux2 = checked_dev(int(m.group("fmaj")), int(m.group("fmin")))
         else:
             nr = int(m.group("nr"))
             last = m.group("last")
@@ -278,7 +278,8 @@ def _add(c: _Columns, spec: tuple[int, str], body: str, pid: int, cpu: int, t: i
                     error -= 65536
             else:
                 comm = last
-    if sector >= 1 << 64 or aux >= 1 << 64 or nr >= 1 << 32 or cpu > 0xFFFF or pid >= 1 << 32:
+    if (sector >= 1 << 64 or aux >= 1 << 64 or nr >= 1 << 32 or cpu > 0xFFFF or pid >= 1 << 32
+            or t >= 1 << 63):
         raise ValueError("number out of range")
     if kind not in ("plug", "unplug"):
         c.last_dev[pid] = c.last_dev[-1] = dev

@@ -16,6 +16,7 @@ original unit is kept in ``units``. ``avgqu-sz`` is renamed ``aqu-sz`` (same qua
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ def parse_iostat_text(path: str | Path, *, name: str | None = None) -> list[dict
     sample = -1
     host: dict[str, str] = {}
     timestamp: str | None = None
-    for _lineno, line in open_lines(path, label):
+    for lineno, line in open_lines(path, label):
         stripped = line.strip()
         b = _BANNER_RE.match(stripped)
         if b:
@@ -83,6 +84,8 @@ def parse_iostat_text(path: str | Path, *, name: str | None = None) -> list[dict
             columns = None  # a blank line, avg-cpu block or prose ends the table
             continue
         values = [float(p.replace(",", ".")) for p in parts[1:]]
+        if not all(math.isfinite(v) for v in values):
+            raise ParseError(label, "number out of range", line=lineno)
         row: dict[str, Any] = {"device": parts[0], "sample": sample, "source": label}
         if timestamp:
             row["timestamp"] = timestamp
@@ -104,12 +107,36 @@ def _load_json(path: str | Path, label: str) -> Any:
     if start < 0:
         raise ParseError(label, "no JSON object found", line=1)
     try:
-        data, _end = json.JSONDecoder().raw_decode(text, start)
+        data, _end = json.JSONDecoder(parse_constant=_refuse_constant,
+                                      parse_float=_finite_float).raw_decode(text, start)
     except json.JSONDecodeError as exc:
         raise ParseError(label, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    except _NonFinite as exc:
+        at = text.find(exc.token, start)
+        raise ParseError(label, f"{exc.token} is not a finite number (summary rows are stored "
+                                "as JSON, which has no NaN or infinity)",
+                         line=text.count("\n", 0, at) + 1 if at >= 0 else None) from None
     except RecursionError:
         raise ParseError(label, "invalid JSON: nested too deeply") from None
     return data
+
+
+class _NonFinite(Exception):
+    def __init__(self, token: str) -> None:
+        super().__init__(token)
+        self.token = token
+
+
+def _refuse_constant(token: str) -> float:
+    """``NaN`` / ``Infinity``: Python's json reads them, strict JSON (and jsonb) does not."""
+    raise _NonFinite(token)
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):  # 1e400
+        raise _NonFinite(token)
+    return value
 
 
 def parse_iostat_json(path: str | Path, *, name: str | None = None) -> list[dict[str, Any]]:

@@ -108,8 +108,19 @@ def _read_text(path: Path, name: str) -> str:
 
 
 def _plain_json(data: Any) -> Any:
-    """TOML dates and times become strings: manifests are stored as JSON with the results."""
-    return json.loads(json.dumps(data, default=str))
+    """TOML dates and times become strings: manifests are stored as JSON with the results.
+
+    Raises:
+        ValueError: a float is nan or inf (JSON, and PostgreSQL's jsonb, have no such value).
+    """
+    return json.loads(json.dumps(data, default=str, allow_nan=False))
+
+
+def _toml_error(name: str, text: str, exc: tomllib.TOMLDecodeError) -> ParseError:
+    mo = re.search(r"line (\d+)", str(exc))
+    # tomllib says "(at end of document)" for errors on the last line
+    line = int(mo.group(1)) if mo else max(1, len(text.splitlines()))
+    return ParseError(name, f"invalid TOML: {exc}", line=line)
 
 
 def load_toml_manifest(path: Path, name: str, into: Manifest | None = None) -> Manifest:
@@ -119,15 +130,18 @@ def load_toml_manifest(path: Path, name: str, into: Manifest | None = None) -> M
         ParseError: invalid TOML (with the line tomllib reports) or wrong value types.
     """
     m = into or Manifest()
+    text = _read_text(path, name)
     try:
-        data = _plain_json(tomllib.loads(_read_text(path, name)))
-    except tomllib.TOMLDecodeError as exc:
-        line = None
-        mo = re.search(r"line (\d+)", str(exc))
-        if mo:
-            line = int(mo.group(1))
-        raise ParseError(name, f"invalid TOML: {exc}", line=line) from None
+        data = _plain_json(tomllib.loads(text))
+    except ValueError as exc:  # nan/inf: valid TOML, but the manifest is stored as JSON
+        if isinstance(exc, tomllib.TOMLDecodeError):
+            raise _toml_error(name, text, exc) from None
+        mo = re.search(r"=\s*[+-]?(?:nan|inf)\b", text)
+        line = text.count("\n", 0, mo.start()) + 1 if mo else None
+        raise ParseError(name, "a value is nan or inf (not a number a manifest can hold)",
+                         line=line) from None
     if "kernel" in data:
+
         m.kernel = str(data["kernel"])
     if "role" in data:
         role = str(data["role"])

@@ -81,3 +81,28 @@ def test_biosnoop_bad_number(tmp_path: Path) -> None:
     with pytest.raises(ParseError) as ei:
         parse_biosnoop(p, name="b.txt")
     assert ei.value.line == 2
+
+
+@pytest.mark.parametrize(("row", "what"), [
+    ("1.000000    dd  77  sda  R -2048       4096       0.20", "negative sector"),
+    ("1.000000    dd  77  sda  R 2048       4096       nan", "NaN latency"),
+    ("1" + "0" * 30 + ".0  dd  77  sda  R 2048  4096  0.20", "time past int64 ns"),
+    ("1.000000    dd  77  sda  R 2048       -4096       0.20", "negative size"),
+])
+def test_biosnoop_numbers_out_of_range(tmp_path: Path, row: str, what: str) -> None:
+    """Numbers that fit no column are a ParseError with the line, never an OverflowError."""
+    p = tmp_path / "b.txt"
+    p.write_text("TIME(s)     COMM           PID    DISK    T SECTOR     BYTES   LAT(ms)\n"
+                 + row + "\n")
+    with pytest.raises(ParseError) as ei:
+        parse_biosnoop(p, name="b.txt")
+    assert ei.value.line == 2 and "out of range" in ei.value.reason, what
+
+
+def test_bpftrace_time_past_int64_is_parse_error(tmp_path: Path) -> None:
+    """A microsecond stamp whose nanoseconds overflow int64 is refused with its line."""
+    p = tmp_path / "bpf.txt"
+    p.write_text(SEED001_BPFTRACE.replace("117828825", "9" * 17))
+    with pytest.raises(ParseError) as ei:
+        parse_file(p, name="bpf.txt", fmt="bpftrace")
+    assert ei.value.line == 6 and "out of range" in ei.value.reason

@@ -57,3 +57,12 @@ def test_unknown_binary_and_empty(tmp_path: Path) -> None:
     e.write_bytes(b"")
     with pytest.raises(UnknownFormatError, match="empty"):
         detect_format(e)
+
+
+@pytest.mark.parametrize("text", ['# capture of 2026-11-29\n\nkernel = "6.1.0"\n',
+                                  '[devices]\nublkb0 = "259,0"\n'])
+def test_detect_manifest_after_comments_or_with_devices_only(tmp_path: Path, text: str) -> None:
+    """A manifest that starts with a comment, or holds only [devices], is still a manifest."""
+    p = tmp_path / "upload.bin"
+    p.write_text(text)
+    assert detect_format(p) == "manifest"

@@ -146,6 +146,22 @@ def test_malformed_known_event_is_parse_error(tmp_path: Path) -> None:
     assert "block_rq_issue" in ei.value.reason and "no known layout" in ei.value.reason
 
 
+@pytest.mark.parametrize(("line", "reason"), [
+    ("dd-1 [000] ..... 1.000: block_rq_issue: 99999,0 R 4096 () 8 + 8 be,0,4 [dd]", "device"),
+    ("dd-1 [000] ..... 1.000: block_rq_issue: 8,0 R 4096 () 8 + 8 be,0,4 [dd]\n"
+     "dd-1 [000] ..... 1.000: block_bio_remap: 8,0 R 8 + 8 <- (4096,1) 8", "device"),
+    ("dd-1 [000] ..... 99999999999.000: block_rq_issue: 8,0 R 4096 () 8 + 8 [dd]",
+     "out of range"),
+])
+def test_ftrace_numbers_out_of_range(tmp_path: Path, line: str, reason: str) -> None:
+    """A dev_t or time that fits no column is a ParseError with the line, not an OverflowError."""
+    p = tmp_path / "t.txt"
+    p.write_text(line + "\n")
+    with pytest.raises(ParseError) as ei:
+        parse_ftrace(p, name="t.txt")
+    assert ei.value.line == line.count("\n") + 1 and reason in ei.value.reason
+
+
 def test_issue_action_codes_are_blktrace_letters() -> None:
     """block_rq_issue is blktrace's D, block_bio_queue its Q."""
     assert ACTION_CODES["D"] == ACT_ISSUE and ACTION_CODES["Q"] == ACT_QUEUE

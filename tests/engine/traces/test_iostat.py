@@ -93,3 +93,24 @@ def test_no_rows_is_parse_error(tmp_path: Path) -> None:
     p.write_text("Device r/s w/s\n\n")
     with pytest.raises(ParseError, match="no iostat"):
         parse_file(p, fmt="iostat")
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "1e400"])
+def test_json_non_finite_numbers_are_refused_with_line(tmp_path: Path, value: str) -> None:
+    """NaN/Infinity/overflowing floats (Python's json reads them, jsonb does not) are a
+    ParseError on their line rather than rows that cannot be stored."""
+    p = tmp_path / "fio.json"
+    p.write_text('{"fio version": "fio-3.33",\n "jobs": [{"jobname": "j",\n "read": {"bw": '
+                 + value + '}}]}\n')
+    with pytest.raises(ParseError) as ei:
+        parse_file(p, name="fio.json", fmt="fio-json")
+    assert ei.value.line == 3 and "not a finite number" in ei.value.reason
+
+
+def test_text_number_overflowing_float_is_parse_error(tmp_path: Path) -> None:
+    """A 400-digit value in an iostat row (float('9' * 400) is inf) is refused with its line."""
+    p = tmp_path / "iostat.txt"
+    p.write_text("Device            r/s     rkB/s\nsda  " + "9" * 400 + "  1.00\n")
+    with pytest.raises(ParseError) as ei:
+        parse_iostat_text(p, name="iostat.txt")
+    assert ei.value.line == 2 and "out of range" in ei.value.reason

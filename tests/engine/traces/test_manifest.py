@@ -75,6 +75,8 @@ def test_grep_style_sysfs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "reason", "line"), [
     ('kernel = "6.1"\n[stack\n', "invalid TOML", 2),
+    ('kernel = "6.1"\nrole = "base', "invalid TOML", 2),  # "at end of document": last line
+    ('kernel = "6.1"\n[stack]\nchunk_kb = nan\n', "nan or inf", 3),
     ('role = "maybe"\n', "role must be", None),
     ('[limits."8,0"]\nmax_sectors_kb = 1\n[limits]\n"bad dev!" = {}\n', "bad device", None),
 ])
@@ -107,3 +109,15 @@ def test_untraced_manifest_devices_not_added(tmp_path: Path, data_dir: Path) -> 
     assert result.table.device_ids() == [make_dev(254, 0)]
     assert result.table.devices[make_dev(254, 0)].limits["max_sectors_kb"] == 1280
     assert result.manifest is not None and "254,112" in result.manifest.limits
+
+
+def test_device_mapped_to_a_name_is_not_a_number(tmp_path: Path) -> None:
+    """[devices] naming another name (not MAJ,MIN) maps nothing: a placeholder and a warning,
+    not a ValueError out of the bpftrace parser."""
+    trace = tmp_path / "bpf.txt"
+    trace.write_text("117828811 dd 1475 0: blk_mq_start_request ublkb0 bio 0-4096\n")
+    manifest = tmp_path / "blkreview.toml"
+    manifest.write_text('[devices]\nublkb0 = "sda"\n')
+    result = ingest([trace, manifest], names=["bpf.txt", "blkreview.toml"])
+    assert result.table.dev.tolist() == [make_dev(0, 1)]
+    assert any("ublkb0" in w and "placeholder" in w for w in result.warnings)
