@@ -56,7 +56,10 @@ def detect_upload_format(file: Any, name: str) -> str:
 
 
 def bundle_validate(*, files: Sequence[Any], side_label: str) -> list[tuple[Any, str, str]]:
-    """Check a side's files before anything is stored: present, non-empty, recognised, in size.
+    """Check a side's files before anything is stored: present, recognised, in size.
+
+    An empty file (an idle CPU's ``.blktrace.N``) is accepted when the side has other,
+    non-empty files; a side whose files are all empty is rejected.
 
     Returns:
         ``(file, client name, format)`` per file.
@@ -73,9 +76,21 @@ def bundle_validate(*, files: Sequence[Any], side_label: str) -> list[tuple[Any,
             field=side_label or None,
         )
     checked = []
+    empty = []
     for f in files:
         client = clean_client_name(getattr(f, "name", ""))
+        if not _read_head(f):
+            # blktrace leaves an empty per-CPU file (name.blktrace.N) for an idle CPU: fine
+            # beside other trace files; ingest skips it with a warning
+            empty.append(client)
+            checked.append((f, client, "empty"))
+            continue
         checked.append((f, client, detect_upload_format(f, client)))
+    if len(empty) == len(checked):
+        raise UploadRejected(
+            f"{side_label}: {'the file is' if len(empty) == 1 else 'every file is'} empty "
+            f"({', '.join(empty[:5])}{', ...' if len(empty) > 5 else ''})",
+            field=side_label or None)
     return checked
 
 
@@ -112,7 +127,7 @@ def bundle_create(
         ``(bundle, created)``.
 
     Raises:
-        UploadRejected: no files, an empty file, an unrecognised format.
+        UploadRejected: no files, only empty files, an unrecognised format.
         UploadTooLargeError: more than BLKREVIEW_MAX_UPLOAD_MB in total.
     """
     label = side_label or role

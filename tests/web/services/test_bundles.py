@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 from django.core.files.storage import default_storage
@@ -89,9 +90,37 @@ def test_bundle_create_rejects_empty_upload():
 
 
 def test_bundle_create_rejects_empty_file(make_upload):
-    """A zero-byte file is named in the error."""
-    with pytest.raises(UploadRejected, match="empty.txt: empty file"):
+    """A side whose only file is zero bytes is refused, naming the file."""
+    with pytest.raises(UploadRejected, match=r"the file is empty \(empty.txt\)"):
         bundle_create(files=[make_upload("empty.txt", b"")])
+
+
+def test_bundle_create_rejects_all_empty_files(make_upload):
+    """Several files, all empty: refused, naming them."""
+    with pytest.raises(UploadRejected, match=r"every file is empty \(sda.blktrace.0, sda"):
+        bundle_create(files=[make_upload("sda.blktrace.0", b""),
+                             make_upload("sda.blktrace.1", b"")], side_label="baseline")
+
+
+def test_bundle_create_accepts_idle_cpu_file_and_analysis_skips_it(make_upload, user):
+    """An empty per-CPU .blktrace.N beside a non-empty one is stored; ingest skips it."""
+    from reviewapp.models import BundleResult
+    from workers.tasks import run_analysis
+
+    demo = Path(__file__).resolve().parents[3] / "reviewapp" / "demo" / "k61_W1b"
+    data = (demo / "vda.blktrace.0").read_bytes()
+    bundle, created = bundle_create(
+        files=[make_upload("vda.blktrace.0", data), make_upload("vda.blktrace.1", b"")],
+        role="baseline", user=user)
+    assert created
+    formats = dict(bundle.files.values_list("name", "format"))
+    assert formats == {"vda.blktrace.0": "blktrace", "vda.blktrace.1": "empty"}
+    job = AnalysisJob.objects.get(bundle=bundle)
+    assert run_analysis(job.pk) == "succeeded"
+    result = BundleResult.objects.get(bundle=bundle)
+    assert result.data["devices"]["254,0"]["stage"] == "D"
+    assert any("vda.blktrace.1: empty file skipped" in w
+               for w in (result.ingest or {}).get("warnings", [])), result.ingest
 
 
 def test_bundle_create_rejects_unknown_format(make_upload):
