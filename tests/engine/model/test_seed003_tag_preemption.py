@@ -3,6 +3,10 @@
 The seed: fio psync randwrite bs=1024k, offset_increment=1g, numjobs 1..512 on an HDD with
 max_sectors_kb 128 (each write splits into 8 pieces of 128K). v5.18-rc1 drops from 67.7 to
 31.8 MiB/s at 512 jobs (47%); the patched kernel keeps 51.4 (76%).
+
+The sweep runs on SEED003_DEVICE (a 7200-rpm disk with its write-back cache on): the cache is
+what lets pieces that reach the disk apart in time still be written back to back, which gives
+the v5.18 column its gradual fall (docs/model-timing.md, "Write-back cache").
 """
 
 from __future__ import annotations
