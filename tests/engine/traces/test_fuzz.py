@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,24 @@ SETTINGS = settings(max_examples=150, deadline=2000,
                     suppress_health_check=[HealthCheck.too_slow])
 
 BINARY_SEED = encode_blktrace(all_actions_table())
+
+
+def _to_v2(v1: bytes) -> bytes:
+    """The same records in the 64-byte v2 layout (version 0x08, 64-bit action), for fuzzing
+    the v2 decoder from a valid stream of every action, notes included."""
+    out = bytearray()
+    pos = 0
+    while pos < len(v1):
+        (_magic, seq, t, sector, nbytes, action, pid, dev, cpu, err,
+         pdu_len) = struct.unpack_from("<IIQQIIIIIHH", v1, pos)
+        out += struct.pack("<IIQQIIQIIHH12x", 0x65617408, seq, t, sector, nbytes, pid, action,
+                           dev, cpu, err, pdu_len)
+        out += v1[pos + 48:pos + 48 + pdu_len]
+        pos += 48 + pdu_len
+    return bytes(out)
+
+
+BINARY_SEED_V2 = _to_v2(BINARY_SEED)
 TEXT_SEEDS = {
     "blkparse": (DATA / "demo.blkparse.txt").read_bytes(),
     "ftrace": b"".join((DATA / "ftrace_linux6.18.txt").read_bytes().splitlines(True)[:60]),
@@ -146,11 +165,12 @@ def _run_file(data: bytes, fn: Callable[[Path], Any]) -> None:
 
 
 @SETTINGS
-@given(st.binary(max_size=2048))
-def test_binary_random_bytes(data: bytes) -> None:
-    """Random bytes through the binary parser: table or ParseError."""
+@given(st.sampled_from([b"\x07tae", b"\x08tae", b"eat\x07", b"eat\x08"]),
+       st.binary(max_size=2048))
+def test_binary_random_bytes(magic: bytes, data: bytes) -> None:
+    """Random bytes after a v1/v2 magic of either byte order: table or ParseError."""
     try:
-        check_table(merge_raw([parse_blktrace_bytes(b"\x07tae" + data)]))
+        check_table(merge_raw([parse_blktrace_bytes(magic + data)]))
     except ParseError as exc:
         assert exc.offset is not None or "magic" in exc.reason
 
@@ -159,6 +179,26 @@ def test_binary_random_bytes(data: bytes) -> None:
 @given(mutated(BINARY_SEED))
 def test_binary_mutated(data: bytes) -> None:
     """Mutations of a valid every-action stream: table or ParseError with an offset."""
+    try:
+        check_table(merge_raw([parse_blktrace_bytes(data)]))
+    except ParseError as exc:
+        assert exc.offset is not None
+
+
+def test_v2_seed_decodes_like_v1() -> None:
+    """The v2 fuzz seed is valid: same events as its v1 original, version 8."""
+    v1 = merge_raw([parse_blktrace_bytes(BINARY_SEED)])
+    raw2 = parse_blktrace_bytes(BINARY_SEED_V2)
+    v2 = merge_raw([raw2])
+    assert raw2.version == 8 and len(v2) == len(v1) > 20
+    for name in ("time_ns", "action", "rwbs", "sector", "nr_sectors", "pid", "dev", "aux"):
+        np.testing.assert_array_equal(getattr(v2, name), getattr(v1, name))
+
+
+@SETTINGS
+@given(mutated(BINARY_SEED_V2))
+def test_binary_v2_mutated(data: bytes) -> None:
+    """Mutations of a valid v2 stream: table or ParseError with an offset."""
     try:
         check_table(merge_raw([parse_blktrace_bytes(data)]))
     except ParseError as exc:
