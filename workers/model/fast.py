@@ -85,7 +85,7 @@ _LAYOUTS = {"left-symmetric": 0, "left_symmetric": 0, "": 0, "2": 0, "left-asymm
 def eligible(bios_rwbs: npt.NDArray[np.int64], stack: Stack, limits: dict[int, QueueLimits]
              ) -> bool:
     """True when :func:`run_fast` models this replay exactly (see the module docstring)."""
-    from workers.events import RWBS_DISCARD, RWBS_SECURE, RWBS_WRITE_ZEROES
+    from workers.events import RWBS_DISCARD, RWBS_SECURE, RWBS_WRITE, RWBS_WRITE_ZEROES
 
     top = stack.top
     if top.kind == "disk":
@@ -97,6 +97,8 @@ def eligible(bios_rwbs: npt.NDArray[np.int64], stack: Stack, limits: dict[int, Q
             return False
         if top.kind == "raid5" and top.layout not in _LAYOUTS:
             return False
+        if top.kind == "raid5" and len(bios_rwbs) and np.any(bios_rwbs & RWBS_WRITE):
+            return False  # the stripe cache (read-modify-write ...) is Python only
     else:
         return False
     if len(bios_rwbs) and np.any(bios_rwbs & (RWBS_DISCARD | RWBS_SECURE | RWBS_WRITE_ZEROES)):

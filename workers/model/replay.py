@@ -490,6 +490,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         if kind == EV_COMPLETE:
             eng.now = max(eng.now, t)
             eng.complete(payload, t)
+            eng.raid5_unplug()
             continue
         th, ui = payload
         unit = Unit(th, ui)
@@ -504,6 +505,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         unit.submitted = True
         plug_obj.flush(False)
         eng.plug = None
+        eng.raid5_unplug()
         if unit.outstanding == 0:
             unit_done(unit, eng.now)
     return _table(eng, stack, policy, bios, seed) if record else EventTable.empty()

@@ -19,8 +19,16 @@ device queues, the event recorder) and implements, in kernel order:
 * ``blk_mq_submit_bio``: split to limits, plug merge (``blk_attempt_plug_merge``), elevator
   merge, get a request (G), add it to the plug or issue it.
 
-Raid5 writes are modelled per chunk as a data write plus a parity write of the same member
-range (no stripe cache, no read-modify-write): an approximation documented in docs/model.md.
+Raid5 writes follow md's stripe cache (drivers/md/raid5.c): ``raid5_make_request`` adds each
+4 KiB row of the bio to its ``stripe_head`` (``add_stripe_bio``; a block is R5_OVERWRITE when
+the row covers it whole); the stripes wait on the submitter's plug (``release_stripe_plug``)
+and are handled when it is finished (``raid5_unplug``), by ``handle_stripe_dirtying``:
+a full-stripe write reads nothing, else read-modify-write (read the blocks being written and
+the parity) when it needs fewer reads than reconstruct-write (read the data blocks not
+overwritten), ties going to reconstruct-write (``rmw_level`` PARITY_ENABLE_RMW). When the
+reads are back, ``ops_run_io`` writes every written block and the parity, one 4 KiB bio per
+member block (A then Q on the member), which the member's plug and elevator merge. No data is
+cached across stripes (every block is read from disk), degraded arrays are not modelled.
 """
 
 from __future__ import annotations
@@ -44,7 +52,9 @@ from workers.events import (
     ACT_UNPLUG_IO,
     ACT_UNPLUG_TIMER,
     RWBS_NONE,
+    RWBS_READ,
     RWBS_SYNC,
+    RWBS_WRITE,
 )
 from workers.model.elevator import DeadlineQueue, NoneQueue, make_queue
 from workers.model.limits import QueueLimits
@@ -74,6 +84,30 @@ STEP_NS = 200
 
 EV_COMPLETE = 0
 EV_UNIT = 1
+
+
+#: STRIPE_SECTORS: one stripe_head covers 4 KiB of every member.
+STRIPE_SECTORS = 8
+
+
+class R5Stripe:
+    """A raid5 ``stripe_head``: one 4 KiB row of every member, and who waits for it."""
+
+    __slots__ = ("node", "msec", "pd", "written", "pieces", "units", "remaining", "phase",
+                 "pid", "array_sector", "up")
+
+    def __init__(self, node: Node, msec: int, pd: int, pid: int) -> None:
+        self.node = node
+        self.msec = msec
+        self.pd = pd
+        self.written: dict[int, int] = {}  # member index -> bitmask of the 8 sectors
+        self.array_sector: dict[int, int] = {}  # member index -> array sector of the row
+        self.pieces: list[MdPiece] = []
+        self.units: list[Unit] = []
+        self.remaining = 0
+        self.phase = 0  # 0 pending, 1 reading, 2 writing
+        self.pid = pid
+        self.up: MdPiece | None = None
 
 
 class Unit:
@@ -131,6 +165,10 @@ class Engine:
         self.tag_limit: dict[int, int] = {}
         #: a request had to wait for a tag (the compiled engine does not model this)
         self.tag_waits = 0
+        #: raid5 stripe_heads waiting for the submitter's unplug, and stripes whose reads
+        #: completed (their writes are issued at the next safe point, from raid5d)
+        self.r5_pending: dict[tuple[int, int], R5Stripe] = {}
+        self.r5_ready: list[R5Stripe] = []
         for dev, node in self.nodes.items():
             if node.kind == "disk":
                 lim = self.limits[dev]
@@ -173,17 +211,26 @@ class Engine:
     def _release(self, bio: Bio, t: int) -> None:
         """A bio is finished (completed, or consumed into member bios)."""
         unit = bio.unit
-        up = bio.up
+        up: Any = bio.up
+        if isinstance(up, R5Stripe):
+            up.remaining -= 1
+            if up.remaining == 0:
+                self._stripe_io_done(up, t)
+            up = None
+        self._put_piece(up, t)
+        if isinstance(unit, Unit):
+            unit.outstanding -= 1
+            if unit.outstanding == 0 and unit.submitted and self.on_unit_done is not None:
+                self.on_unit_done(unit, t)
+
+    def _put_piece(self, up: MdPiece | None, t: int) -> None:
+        """One member bio of ``up`` ended: C on the stacked device when it was the last."""
         while up is not None:
             up.remaining -= 1
             if up.remaining > 0:
                 break
             self.ev(up.dev, up.pid, ACT_COMPLETE, up.rwbs, up.sector, up.nr, t=t)
             up = up.up
-        if isinstance(unit, Unit):
-            unit.outstanding -= 1
-            if unit.outstanding == 0 and unit.submitted and self.on_unit_done is not None:
-                self.on_unit_done(unit, t)
 
     # --- submission ----------------------------------------------------------------------------
     def submit_bio(self, bio: Bio) -> None:
@@ -323,10 +370,103 @@ class Engine:
         n = len(node.members)
         disk, msec, pd = raid5_map(bio.sector, c, n, node.layout)
         piece = self._piece(node, bio)
-        self._remap(node, bio, node.members[disk], msec + node.data_offset, bio.nr, piece)
         if bio.op == OP_WRITE:
-            self._remap(node, bio, node.members[pd], msec + node.data_offset, bio.nr, piece)
+            self._raid5_add_write(node, bio, disk, msec, pd, piece)
+        else:
+            self._remap(node, bio, node.members[disk], msec + node.data_offset, bio.nr, piece)
         self._release(bio, self.now)
+
+    # --- raid5 stripe cache (writes) -------------------------------------------------------------
+    def _raid5_add_write(self, node: Node, bio: Bio, disk: int, msec: int, pd: int,
+                         piece: MdPiece) -> None:
+        """``add_stripe_bio`` for every 4 KiB row of a write piece inside one chunk."""
+        unit = bio.unit if isinstance(bio.unit, Unit) else None
+        end = msec + bio.nr
+        s = msec - msec % STRIPE_SECTORS
+        while s < end:
+            key = (node.dev, s)
+            sh = self.r5_pending.get(key)
+            if sh is None:
+                sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid)
+            lo, hi = max(s, msec), min(s + STRIPE_SECTORS, end)
+            mask = ((1 << (hi - lo)) - 1) << (lo - s)
+            sh.written[disk] = sh.written.get(disk, 0) | mask
+            sh.array_sector[disk] = bio.sector + (s - msec)
+            if not sh.pieces or sh.pieces[-1] is not piece:
+                sh.pieces.append(piece)
+                piece.remaining += 1
+                if unit is not None:
+                    sh.units.append(unit)
+                    unit.outstanding += 1
+            s += STRIPE_SECTORS
+
+    def raid5_unplug(self) -> None:
+        """``raid5_unplug`` then raid5d: handle the stripes the finished plug held, and
+        issue the writes of stripes whose reads are back."""
+        if not self.r5_pending and not self.r5_ready:
+            return
+        saved, self.plug = self.plug, self.make_plug()  # raid5d's own plug
+        pending = sorted(self.r5_pending.values(), key=lambda sh: (sh.node.dev, sh.msec))
+        self.r5_pending = {}
+        for sh in pending:
+            self._handle_stripe(sh)
+        while self.r5_ready:
+            ready, self.r5_ready = self.r5_ready, []
+            for sh in ready:
+                self._stripe_writes(sh)
+        self.plug.flush(False)
+        self.plug = saved
+
+    def _handle_stripe(self, sh: R5Stripe) -> None:
+        """``handle_stripe_dirtying``: full stripe, read-modify-write or reconstruct-write."""
+        n = len(sh.node.members)
+        full = (1 << STRIPE_SECTORS) - 1
+        data = [i for i in range(n) if i != sh.pd]
+        rcw = [i for i in data if sh.written.get(i, 0) != full]
+        rmw = sorted(sh.written) + [sh.pd]
+        if not rcw:
+            reads: list[int] = []
+        elif len(rmw) < len(rcw):
+            reads = sorted(rmw)
+        else:
+            reads = rcw
+        if not reads:
+            self._stripe_writes(sh)
+            return
+        sh.phase = 1
+        for i in reads:
+            self._stripe_bio(sh, i, OP_READ, RWBS_READ)
+
+    def _stripe_writes(self, sh: R5Stripe) -> None:
+        """``ops_run_io`` after the parity is computed: written blocks, then the parity."""
+        sh.phase = 2
+        rwbs = RWBS_WRITE | RWBS_SYNC
+        for i in sorted(sh.written) + [sh.pd]:
+            self._stripe_bio(sh, i, OP_WRITE, rwbs)
+
+    def _stripe_bio(self, sh: R5Stripe, i: int, op: int, rwbs: int) -> None:
+        node = sh.node
+        member = node.members[i]
+        child = Bio(member.dev, sh.msec + node.data_offset, STRIPE_SECTORS, op, rwbs,
+                    F_SYNC if op == OP_WRITE else 0, None, None, 0, 0, sh.pid, fresh=True)
+        child.up = sh  # type: ignore[assignment]
+        sh.remaining += 1
+        self.ev(member.dev, sh.pid, ACT_REMAP, rwbs, child.sector, STRIPE_SECTORS,
+                aux=sh.array_sector.get(i, 0), aux2=node.dev)
+        self.tick()
+        self.submit_noacct(child, split=False)
+
+    def _stripe_io_done(self, sh: R5Stripe, t: int) -> None:
+        """All member I/O of a stripe phase completed."""
+        if sh.phase == 1:
+            self.r5_ready.append(sh)
+            return
+        for piece in sh.pieces:
+            self._put_piece(piece, t)
+        for unit in sh.units:
+            unit.outstanding -= 1
+            if unit.outstanding == 0 and unit.submitted and self.on_unit_done is not None:
+                self.on_unit_done(unit, t)
 
     def raid0_request(self, node: Node, bio: Bio) -> None:
         """``raid0_make_request`` / ``raid0_handle_discard``."""

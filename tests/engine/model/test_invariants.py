@@ -5,7 +5,8 @@ mapping formulas re-derived here, not :mod:`workers.model.stack`) and compares s
 sector with the predicted D events of the member disks:
 
 * every sector of every submitted bio reaches exactly the right member sector (raid5 writes:
-  the data sector exactly once, plus parity sectors of the written rows only);
+  the data sector exactly once, plus parity sectors of the written rows only, and reads of
+  the stripe cache only inside written rows);
 * no request exceeds its device's limits (max_sectors, chunk boundary, logical block size),
   and without an elevator no more requests exist at once than driver tags (queue_depth);
 * every D has its C on the same range, C not before D; every D's start sector was entered by a
@@ -108,7 +109,13 @@ def check_invariants(table: EventTable, stack: Stack, policy, kind: str, n: int,
     members = [m.dev for m in stack.top.members] if kind != "disk" else [stack.top.dev]
     limits = all_limits(stack, policy)
     act, dev = table.action, table.dev
-    for write in (False, True):
+    rows = np.zeros(0, np.int64)
+    if kind == "raid5" and app_write.any():
+        # member rows (4 KiB stripe_heads) that carry written data: md may read them
+        # (read-modify-write or reconstruct-write) on any member
+        wsec = _sectors(app_sec[app_write], app_nr[app_write])
+        rows = np.unique(_expected(kind, n, chunk, size, wsec)[1] // 8)
+    for write in (True, False):
         sel = app_write == write
         sec = _sectors(app_sec[sel], app_nr[sel])
         mem, msec, pmem, psec = _expected(kind, n, chunk, size, sec)
@@ -123,6 +130,10 @@ def check_invariants(table: EventTable, stack: Stack, policy, kind: str, n: int,
                 assert np.all(np.isin(rest, pw)), f"{d}: stray write sectors"
                 assert np.all(np.isin(pw, got)), f"{d}: parity of a written row missing"
                 assert len(_multiset_minus(want, got)) == 0, f"{d}: data sectors missing"
+            elif kind == "raid5" and len(rows):
+                rest = _multiset_minus(got, want)
+                assert len(_multiset_minus(want, got)) == 0, f"{d}: read sectors missing"
+                assert np.all(np.isin(rest // 8, rows)), f"{d}: reads outside written rows"
             else:
                 assert np.array_equal(got, want), \
                     f"dev {d} {'W' if write else 'R'}: {len(got)} sectors, want {len(want)}"
