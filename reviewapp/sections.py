@@ -93,11 +93,15 @@ def device_runs(runs: Sequence[Mapping[str, Any]], dev: str) -> list[dict[str, A
 
 def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
-        "title": {"text": title, "font": {"size": 13}},
-        "xaxis": {"title": {"text": x_title}},
-        "yaxis": {"title": {"text": y_title}},
-        "margin": {"l": 60, "r": 10, "t": 36, "b": 50},
-        "height": 280,
+        # title on the left, legend (if any) on the right of the same line
+        "title": {"text": title, "font": {"size": 13}, "x": 0, "xref": "paper",
+                  "xanchor": "left"},
+        # automargin: rotated bucket labels (1024..2048) push the axis title down instead of
+        # running into it or off the panel
+        "xaxis": {"title": {"text": x_title, "standoff": 6}, "automargin": True},
+        "yaxis": {"title": {"text": y_title, "standoff": 6}, "automargin": True},
+        "margin": {"l": 60, "r": 24, "t": 36, "b": 50},
+        "height": 300,
         "showlegend": False,
     }
     for k, v in extra.items():
@@ -110,23 +114,30 @@ def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, A
 
 def histogram_chart(chart_id: str, title: str, x_title: str,
                     hists: Mapping[str, Mapping[str, Any]], *, unit: str = "KB",
-                    sides: Sequence[str] = SIDES) -> dict[str, Any] | None:
+                    sides: Sequence[str] = SIDES, empty_note: str = "") -> dict[str, Any] | None:
     """Side-by-side bar charts of power-of-two histograms with shared categories and y range.
 
     ``hists[side]`` is ``{"counts": [...]}`` (bucket 0 is ``0..1``, bucket k ``2**(k-1)..2**k``);
-    a side without data is left out.
+    a side without data is left out; a side whose counts are all zero gets a panel with
+    ``figure`` None and ``empty`` (``empty_note``, e.g. "no backward dispatches") instead of
+    empty axes; when every side is empty there is no chart.
     """
     present = [s for s in sides if s in hists]
     n = max((len(hists[s].get("counts") or []) for s in present), default=0)
-    if n == 0:
+    if n == 0 or not any(sum(hists[s].get("counts") or []) for s in present):
         return None
     labels = bucket_labels([0] + [1 << i for i in range(n)])
     y_max = max(max(list(hists[s].get("counts") or [0]) or [0]) for s in present)
-    panels = []
+    panels: list[dict[str, Any]] = []
     for s in present:
         counts = [int(c) for c in (hists[s].get("counts") or [])] + [0] * n
         counts = counts[:n]
-        total = sum(counts) or 1
+        if not sum(counts):
+            # no empty axes: say there is nothing to draw on this side
+            panels.append({"side": s, "label": LABELS[s], "figure": None,
+                           "title": f"{LABELS[s]}: {title}", "empty": empty_note or "no data"})
+            continue
+        total = sum(counts)
         fig = {
             "data": [{"type": "bar", "name": LABELS[s], "x": labels, "y": counts,
                       "marker": {"color": COLORS[s]},
@@ -162,7 +173,8 @@ def _series_chart(chart_id: str, title: str, y_title: str,
                                  xaxis={"range": [0, x_max or 1]},
                                  yaxis={"range": [0, max(y_max, 1e-9) * 1.08]},
                                  showlegend=True,
-                                 legend={"orientation": "h", "y": -0.25})}
+                                 legend={"orientation": "h", "x": 1, "xanchor": "right",
+                                         "y": 1.0, "yanchor": "bottom"})}
         panels.append({"side": s, "label": LABELS[s], "figure": fig})
     return {"id": chart_id, "title": title, "panels": panels}
 
@@ -316,12 +328,11 @@ def fragmentation_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
                                                   "categoryarray": cats},
                                   yaxis={"range": [0, y_max * 1.08]})}})
         charts.append({"id": "sandwiched", "title": "sandwiched fragments", "panels": panels})
-    notes = []
-    for s in SIDES:
-        devs = per_side.get(s, [])
-        if devs and all(_get(d, "fragmentation.pieces_per_bio") is None for d in devs):
-            notes.append(f"– in splits, pieces per bio and merged share, {LABELS[s].lower()}: "
-                         f"no Q events (submitted bios) in the trace of this device.")
+    notes = _per_side_notes(
+        {s: "no Q events (submitted bios) in the trace of this device" for s in SIDES
+         if per_side.get(s) and all(_get(d, "fragmentation.pieces_per_bio") is None
+                                    for d in per_side[s])},
+        lambda who, why: f"– in splits per bio, pieces per bio and merged share, {who}: {why}.")
     return {"charts": charts, "notes": notes,
             "tables": [_rows_table("fragmentation", "Fragmentation",
                                    _metric_rows(FRAG_METRICS, per_side, verdicts))]}
@@ -365,16 +376,20 @@ def throughput_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
     # the iostat -x-like table: one row per column, baseline vs patched
     cols = ("r/s", "rMB/s", "rrqm/s", "%rrqm", "r_await", "rareq-sz", "w/s", "wMB/s",
             "wrqm/s", "%wrqm", "w_await", "wareq-sz", "aqu-sz", "%util")
-    iostat_metrics: list[Metric] = [(f"throughput.iostat.{k}", k, "", 1, 2) for k in cols]
+    units = {"r_await": "ms", "w_await": "ms", "rareq-sz": "KB", "wareq-sz": "KB",
+             "aqu-sz": "requests"}
+    iostat_metrics: list[Metric] = [(f"throughput.iostat.{k}", k, units.get(k, ""), 1, 2)
+                                    for k in cols]
     tables = [_rows_table("throughput", "Throughput",
                           _metric_rows(THROUGHPUT_METRICS, per_side, verdicts)),
               _rows_table("iostat", "iostat -x (from the trace)",
                           _iostat_rows(iostat_metrics, per_side, verdicts))]
     notes = unavailable_notes(per_side, "throughput.iostat.note", "iostat -x")
-    for s in SIDES:
-        if per_side.get(s) and _get(per_side[s][0], "throughput.source") == "stage":
-            notes.append(f"{LABELS[s]}: MB/s and IOPS over time count the "
-                         f"{_get(per_side[s][0], 'stage') or 'stage'} events (no C events).")
+    notes += _per_side_notes(
+        {s: str(_get(per_side[s][0], "stage") or "stage") for s in SIDES
+         if per_side.get(s) and _get(per_side[s][0], "throughput.source") == "stage"},
+        lambda who, st: f"MB/s and IOPS over time, {who}: counted from the {st} events "
+                        f"(no C events).")
     if any(len(per_side.get(s, [])) > 1 for s in SIDES):
         notes.append("time series show the first run of each side")
     return {"charts": charts, "tables": tables, "notes": notes}
@@ -387,13 +402,18 @@ def unavailable_notes(per_side: Mapping[str, Sequence[Mapping[str, Any]]], key: 
     The analyzers give None (shown as –) for a number they cannot compute and say why; the
     page repeats the why so a – never looks like a zero.
     """
-    out = []
+    by_side = {s: "; ".join(dict.fromkeys(str(r) for d in per_side.get(s, [])
+                                          if (r := _get(d, key)))) for s in SIDES}
+    return _per_side_notes(by_side, lambda who, why: f"– in {what}, {who}: {why}.")
+
+
+def _per_side_notes(by_side: Mapping[str, str], fmt: Callable[[str, str], str]) -> list[str]:
+    """One note per distinct reason, naming the sides it applies to ("baseline and patched")."""
+    sides_of: dict[str, list[str]] = {}
     for s in SIDES:
-        reasons = list(dict.fromkeys(str(r) for d in per_side.get(s, [])
-                                     if (r := _get(d, key))))
-        if reasons:
-            out.append(f"– in {what}, {LABELS[s].lower()}: {'; '.join(reasons)}.")
-    return out
+        if by_side.get(s):
+            sides_of.setdefault(by_side[s], []).append(LABELS[s].lower())
+    return [fmt(" and ".join(who), why) for why, who in sides_of.items()]
 
 
 def _iostat_rows(metrics: Sequence[Metric], per_side: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -437,7 +457,7 @@ def ordering_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
         t_max = max(max(v["t_s"]) for v in scatter.values()) or 1
         lo = min(min(v["sector"]) for v in scatter.values())
         hi = max(max(v["sector"]) for v in scatter.values())
-        pad = max(1, (hi - lo) * 0.03)
+        pad = max(8, (hi - lo) * 0.08)
         panels = []
         for s, v in scatter.items():
             w = v.get("write") or [0] * len(v["t_s"])
@@ -449,7 +469,7 @@ def ordering_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
                     data.append({"type": "scattergl", "mode": "markers", "name": name,
                                  "x": [v["t_s"][i] for i in idx],
                                  "y": [v["sector"][i] for i in idx],
-                                 "marker": {"color": COLORS[s], "size": 3, "symbol": sym}})
+                                 "marker": {"color": COLORS[s], "size": 4, "symbol": sym}})
             note = (f" ({v.get('points')} of {v.get('total')} points)" if v.get("decimated")
                     else "")
             panels.append({"side": s, "label": LABELS[s], "figure": {
@@ -460,7 +480,8 @@ def ordering_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
         charts.append({"id": "lba", "title": "LBA over time", "panels": panels})
     hists = {s: _summed(per_side[s], "ordering.backward_distance") for s in SIDES
              if per_side.get(s)}
-    c = histogram_chart("backward", "backward distance", "distance (KB)", hists)
+    c = histogram_chart("backward", "backward distance", "distance (KB)", hists,
+                        empty_note="no backward dispatches")
     if c:
         charts.append(c)
     first = {s: (_get(per_side[s][0], "ordering.first") or []) for s in SIDES if per_side.get(s)}
@@ -489,6 +510,11 @@ def model_section(model: Mapping[str, Any] | None, dev: str,
         return {"charts": [], "tables": [], "notes": [
             "No model run: the comparison names no policy under test and no kernel on "
             "either side."]}
+    if model.get("state") != "ok" and "no Q events" in str(model.get("error") or ""):
+        return {"charts": [], "tables": [], "notes": [
+            f"No model panel: {model.get('error')}. The model replays the submitted bios "
+            "(Q events) through the old and the new policy; a trace quoted at a later stage "
+            "(G, D) has none.", "The observed comparison above is unaffected."]}
     if model.get("state") != "ok":
         return {"charts": [], "tables": [],
                 "error": f"The model panel failed: {model.get('error') or 'unknown error'}",
@@ -535,6 +561,9 @@ def model_section(model: Mapping[str, Any] | None, dev: str,
                        "columns": ["measure", "value"], "rows": frows})
     notes = [f"old policy: {model.get('policy_old', '')}",
              f"new policy: {model.get('policy_new', '')}"]
+    diff = policy_diff(str(model.get("policy_old") or ""), str(model.get("policy_new") or ""))
+    if diff:
+        notes.insert(0, "new policy vs old: " + ", ".join(diff))
     if model.get("stack"):
         notes.append(f"stack: {model['stack']}")
     if pdev != dev:
@@ -542,6 +571,21 @@ def model_section(model: Mapping[str, Any] | None, dev: str,
     if fid.get("error"):
         notes.append(f"fidelity: {fid['error']}")
     return {"charts": charts, "tables": tables, "notes": notes}
+
+
+def policy_diff(old: str, new: str) -> list[str]:
+    """``["split_remainder tail → head", ...]``: the knobs two policy strings set differently.
+
+    A policy string is ``"<name>: k=v,k=v,..."`` (``Policy.describe()``); the full strings
+    are long, the difference is what a reviewer reads first.
+    """
+    def knobs(text: str) -> dict[str, str]:
+        body = text.split(": ", 1)[1] if ": " in text else text
+        return dict(kv.split("=", 1) for kv in body.split(",") if "=" in kv)
+
+    a, b = knobs(old), knobs(new)
+    return [f"{k} {a.get(k, '?')} → {b.get(k, '?')}" for k in dict.fromkeys([*a, *b])
+            if a.get(k) != b.get(k)]
 
 
 def _fmt_any(v: Any) -> str:
@@ -584,7 +628,9 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
                                           - {""})) for s in SIDES}
         base = {"dev": dev, "name": name, "stage_note": stage_note,
                 "runs": {s: len(per_side[s]) for s in SIDES}}
-        index.append(dict(base))
+        index.append({**base, "stage": {s: sorted({str(d.get("stage") or "")
+                                                     for d in per_side[s]} - {""})
+                                        for s in SIDES}})
         out[("fragmentation", dev, "")] = {**base, "section": "fragmentation",
                                            **fragmentation_section(per_side, verdicts)}
         out[("throughput", dev, "")] = {**base, "section": "throughput",

@@ -142,6 +142,14 @@
         plot.dataset.side = panel.side;
         side.appendChild(plot);
         row.appendChild(side);
+        if (!panel.figure) {
+          /* nothing to draw on this side: a titled note, never empty axes */
+          plot.classList.add("empty");
+          plot.dataset.empty = "1";
+          plot.appendChild(el("div", "empty-title", panel.title || panel.label));
+          plot.appendChild(el("div", "empty-note", panel.empty || "no data"));
+          return;
+        }
         pending.push([plot, panel.figure]);
       });
       body.appendChild(row);
