@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import template
 
 register = template.Library()
@@ -42,3 +44,34 @@ def trend(row: object) -> str:
 @register.filter
 def get_item(mapping: dict, key: str) -> object:
     return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def file_summary(files: Any) -> str:
+    """One line for a bundle's files: per-CPU blktrace files folded per device.
+
+    ``md0.blktrace.0, md0.blktrace.1, vda.blktrace.0, ...`` (18 names) reads as
+    ``blktrace per CPU 0,1: md0, vda, ...``; other files keep their name and format.
+    """
+    import re
+
+    items = list(files.all() if hasattr(files, "all") else files)
+    per_dev: dict[str, set[str]] = {}
+    others: list[str] = []
+    empty: list[str] = []
+    for f in items:
+        name, fmt = str(getattr(f, "name", "")), str(getattr(f, "format", "") or "")
+        m = re.fullmatch(r"(.+)\.blktrace\.(\d+)", name)
+        if fmt == "empty":
+            empty.append(name)
+        if m and fmt in ("blktrace", "empty"):
+            per_dev.setdefault(m.group(1), set()).add(m.group(2))
+        else:
+            others.append(f"{name} ({fmt})" if fmt else name)
+    parts = list(others)
+    if per_dev:
+        cpus = sorted({c for v in per_dev.values() for c in v}, key=int)
+        parts.append(f"blktrace per CPU {','.join(cpus)}: {', '.join(per_dev)}")
+    if empty:
+        parts.append(f"empty (idle CPU, skipped): {', '.join(empty)}")
+    return f"{len(items)} file{'s' if len(items) != 1 else ''}: " + "; ".join(parts)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -59,6 +61,28 @@ def upload(request: HttpRequest) -> HttpResponse:
     return render(request, "reviewapp/upload.html", {"form": UploadForm(initial={"public": True})})
 
 
+def stage_label(entry: dict[str, Any]) -> str:
+    """"stage D" (or "stage G → D" when the sides differ) for the device selector."""
+    stages = entry.get("stage") or {}
+    if not isinstance(stages, dict):
+        return ""
+    b, p = ("/".join(stages.get(s) or []) for s in ("baseline", "patched"))
+    if not (b or p):
+        return ""
+    return f"stage {b or p}" if b == p or not (b and p) else f"stage {b} → {p}"
+
+
+def default_device(devices: list[dict[str, Any]]) -> str:
+    """The device the page opens on: the first one analyzed at stage D on both sides (a disk
+    whose dispatch order the patch is about), else the first one."""
+    for d in devices:
+        stages = d.get("stage") or {}
+        if isinstance(stages, dict) and all(stages.get(s) == ["D"]
+                                            for s in ("baseline", "patched")):
+            return str(d["dev"])
+    return str(devices[0]["dev"]) if devices else ""
+
+
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
     """Baseline vs patched side by side; readable without login when public.
 
@@ -75,6 +99,7 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
     figures = {f"{d.dev}|{key}": fig for d in devices for key, fig in d.figures.items()}
     comments = comparison_comments(comparison)
     bundles = side_bundles(comparison, files=True)
+    index_devices = [{**d, "stage_label": stage_label(d)} for d in index.get("devices", [])]
     return render(request, "reviewapp/comparison.html", {
         "comparison": comparison,
         "patch": comparison.patch,
@@ -87,7 +112,8 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
         "add_runs_form": AddRunsForm(),
         "result": result,
         "lazy": lazy,
-        "index_devices": index.get("devices", []),
+        "index_devices": index_devices,
+        "default_device": default_device(index_devices),
         "sections": sec.SECTIONS,
     })
 

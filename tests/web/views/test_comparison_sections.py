@@ -112,3 +112,64 @@ def test_progress_of_finished_comparison_is_complete(client, finished_comparison
     p = client.get(reverse("comparison-progress", args=[finished_comparison.pk])).json()
     assert p["done"] and p["complete"]
     assert p["compare"]["state"] == "succeeded" and p["compare"]["progress"] == 100
+
+
+@pytest.fixture
+def demo_comparisons(db):
+    """The two demo comparisons of load_demo (seed 000 G lines; 6.1 vs 7.2 raid5 captures)."""
+    import io
+
+    from django.core.management import call_command
+
+    from reviewapp.models import Comparison
+
+    call_command("load_demo", stdout=io.StringIO())
+    return list(Comparison.objects.order_by("pk"))
+
+
+def test_seed000_g_lines_show_dash_and_reason_not_zero(client, demo_comparisons):
+    """Seed 000 (G events only): iostat -x cells are – with "no D/C events: stage G", not 0.00."""
+    seed = demo_comparisons[0]
+    data = _section(client, seed, "throughput", dev="8,0").json()
+    iostat = next(t for t in data["tables"] if t["id"] == "iostat")
+    assert iostat["rows"] and all(r[1] is None and r[2] is None for r in iostat["rows"])
+    assert "– in iostat -x, baseline and patched: no D/C events: stage G." in data["notes"]
+    frag = _section(client, seed, "fragmentation", dev="8,0").json()
+    pieces = next(r for r in frag["tables"][0]["rows"] if r[0] == "Pieces per bio")
+    assert pieces[1] is None and any("no Q events" in n for n in frag["notes"])
+    report = client.get(reverse("comparison-report", args=[seed.pk])).content.decode()
+    table = report.split("1) iostat results (computed from the trace):\n", 1)[1].split("\n2)")[0]
+    assert "0.00" not in table and '"-" for 8,0: no D/C events: stage G' in table
+
+
+def test_empty_histogram_side_is_a_note_not_empty_axes(client, demo_comparisons):
+    """Patched seed 000 has no backward dispatch: its panel says so instead of empty axes."""
+    data = _section(client, demo_comparisons[0], "ordering", dev="8,0").json()
+    chart = next(c for c in data["charts"] if c["id"] == "backward")
+    panels = {p["side"]: p for p in chart["panels"]}
+    assert panels["baseline"]["figure"]["data"][0]["y"]
+    assert panels["patched"]["figure"] is None
+    assert panels["patched"]["empty"] == "no backward dispatches"
+
+
+def test_model_without_q_events_is_a_note_not_a_failure(client, demo_comparisons):
+    """Seed 000's G lines cannot be replayed: the model section explains, it does not fail."""
+    data = _section(client, demo_comparisons[0], "model", dev="8,0").json()
+    assert "error" not in data
+    assert data["notes"][0].startswith("No model panel: the baseline trace has no Q events")
+
+
+def test_raid5_demo_opens_on_a_d_stage_member_with_folded_file_list(client, demo_comparisons):
+    """Comparison 2 opens on vda (stage D), names each device's stage, folds per-CPU files."""
+    html = client.get(demo_comparisons[1].get_absolute_url()).content.decode()
+    assert '<option value="254,0" selected>vda (254,0) · stage D</option>' in html
+    assert '<option value="9,0">md0 (9,0) · stage Q</option>' in html
+    assert ("19 files: blkreview.toml (manifest); blktrace per CPU 0,1: md0, vda, vdb, vdc, "
+            "vdd, vde, vdf, vdg, vdh") in html
+    reasons = demo_comparisons[1].result.verdict["reasons"]
+    if len(reasons) > 8:  # a long check list shows 8 and folds the rest
+        assert html.count("<li>", html.index('id="check-reasons"'), html.index("CI: ")) == len(
+            reasons)
+        assert f"{len(reasons) - 8} more reasons" in html
+    seek = _section(client, demo_comparisons[1], "seek", dev="254,0").json()
+    assert seek["stage"] == "D" and seek["charts"][0]["panels"][0]["figure"]["data"][0]["y"]
