@@ -27,6 +27,12 @@ class MultipleFileField(forms.FileField):
         return [single(data, initial)] if data else []
 
 
+#: Help of both sides' file fields (the same formats on either side).
+FILES_HELP = ("Several files (blkparse text, per-CPU blktrace binaries, ftrace, bpftrace, "
+              "iostat -x, fio JSON, a blkreview.toml manifest) or one .tar/.tar.gz/.tar.xz/"
+              ".tar.zst/.zip bundle. An idle CPU's empty .blktrace.N is fine.")
+
+
 class UploadForm(forms.Form):
     """Patch metadata, optional patch mail, both sides' files and the test setup."""
 
@@ -37,14 +43,14 @@ class UploadForm(forms.Form):
     mbox = forms.FileField(required=False, label="Patch mail (mbox)",
                            help_text="git format-patch output or an mbox: fills title, version, "
                                      "author, Message-ID, base commit and Fixes: tags.")
-    baseline_files = MultipleFileField(
-        required=False, label="Baseline traces",
-        help_text="Several files (blkparse text, blktrace binaries ...) or one .tar/.tar.gz/"
-                  ".tar.xz/.tar.zst/.zip bundle.")
+    baseline_files = MultipleFileField(required=False, label="Baseline traces",
+                                       help_text=FILES_HELP)
     baseline_kernel = forms.CharField(max_length=100, required=False, label="Baseline kernel",
-                                      help_text="uname -r, e.g. 6.17.13")
-    patched_files = MultipleFileField(required=False, label="Patched traces")
-    patched_kernel = forms.CharField(max_length=100, required=False, label="Patched kernel")
+                                      help_text="uname -r without the patch, e.g. 6.17.13")
+    patched_files = MultipleFileField(required=False, label="Patched traces",
+                                      help_text=FILES_HELP)
+    patched_kernel = forms.CharField(max_length=100, required=False, label="Patched kernel",
+                                     help_text="uname -r with the patch, e.g. 6.17.13+")
     stack = forms.CharField(required=False, label="Device stack",
                             widget=forms.Textarea(attrs={"rows": 2}),
                             help_text="e.g. md raid5 of 8 HDDs, 64k chunk, left-symmetric")
