@@ -85,6 +85,18 @@ def rows_by_device(table: EventTable, devs: list[int]) -> dict[int, npt.NDArray[
     return out
 
 
+def completion_rows(table: EventTable, base: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """The data-bearing C rows among ``base`` (one device's rows), in table order.
+
+    The kernel accounts a request at completion (``blk_account_io_done``), so the iostat
+    columns and the throughput series both count these rows; bare flushes (0 sectors) carry
+    no data and are left out.
+    """
+    rows: npt.NDArray[np.intp] = base[(table.action[base] == ACTION_CODES["C"])
+                                      & (table.nr_sectors[base] > 0)]
+    return rows
+
+
 def stage_rows(table: EventTable, dev: int, stage: str | None = None, *,
                keep_zero_length: bool = False,
                dev_rows: npt.NDArray[np.intp] | None = None) -> StageRows:

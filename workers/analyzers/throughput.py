@@ -34,10 +34,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from workers.analyzers.common import SECTOR_BYTES, StageMatcher
+from workers.analyzers.common import SECTOR_BYTES, StageMatcher, completion_rows
 from workers.events import (
     ACT_BACKMERGE,
-    ACT_COMPLETE,
     ACT_FRONTMERGE,
     ACTION_CODES,
     RWBS_DISCARD,
@@ -96,7 +95,7 @@ def iostat_row(table: EventTable, dev: int, matcher: StageMatcher, interval_ns: 
     """
     base = np.flatnonzero(table.dev == dev) if dev_rows is None else dev_rows
     act = table.action[base]
-    c_rows = base[(act == ACT_COMPLETE) & (table.nr_sectors[base] > 0)]
+    c_rows = completion_rows(table, base)
     timed = interval_ns > 0
     secs = interval_ns / 1e9 if timed else math.inf
     direction = _direction(table.rwbs[c_rows])
@@ -207,7 +206,7 @@ def time_series(table: EventTable, dev: int, stage_rows: npt.NDArray[np.intp], t
                 ) -> dict[str, Any]:
     """MB/s and IOPS per bin for one device: completions (C) if any, else the stage rows."""
     base = np.flatnonzero(table.dev == dev) if dev_rows is None else dev_rows
-    c_rows = base[(table.action[base] == ACT_COMPLETE) & (table.nr_sectors[base] > 0)]
+    c_rows = completion_rows(table, base)
     rows, source = (c_rows, "C") if len(c_rows) else (stage_rows, "stage")
     b = np.clip((table.time_ns[rows] - t0) // bin_ns, 0, nbins - 1).astype(np.int64)
     w = (table.rwbs[rows] & RWBS_WRITE) != 0
