@@ -24,6 +24,7 @@ mean per run, and series (time, scatter) come from the first run, which the note
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -358,21 +359,30 @@ def throughput_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
                        bin_s: Mapping[str, float]) -> dict[str, Any]:
     mbps: dict[str, dict[str, Any]] = {}
     iops: dict[str, dict[str, Any]] = {}
-    for s in SIDES:
-        if not per_side.get(s):
-            continue
-        tp = per_side[s][0].get("throughput") or {}
-        r, w = tp.get("read_mbps") or [], tp.get("write_mbps") or []
-        n = max(len(r), len(w))
-        if n == 0:
-            continue
+    series = {s: per_side[s][0].get("throughput") or {} for s in SIDES if per_side.get(s)}
+    series = {s: tp for s, tp in series.items()
+              if max(len(tp.get("read_mbps") or []), len(tp.get("write_mbps") or []))}
+    # The analyzers' ~200 bins are sized to the span, not to the I/O rate: a sparse trace
+    # (a few hundred I/Os) draws a comb of 0 / peak. Bins are merged until each holds
+    # MIN_IOS_PER_BIN I/Os on average, the same width on both sides so they compare.
+    width = 0.0
+    for s, tp in series.items():
+        n = max(len(tp.get("read_mbps") or []), len(tp.get("write_mbps") or []))
+        ios = float(tp.get("total_ios") or 0)
+        k = max(1, min(n, math.ceil(MIN_IOS_PER_BIN * n / ios))) if ios else 1
+        width = max(width, k * (bin_s.get(s) or 1.0))
+    for s, tp in series.items():
         step = bin_s.get(s) or 1.0
-        x = [round(i * step, 6) for i in range(n)]
-        mbps[s] = {"x": x, "lines": {"read MB/s": list(r), "write MB/s": list(w)}}
-        iops[s] = {"x": x, "lines": {"read IOPS": list(tp.get("read_iops") or []),
-                                     "write IOPS": list(tp.get("write_iops") or [])}}
-    charts = [c for c in (_series_chart("mbps", "MB/s over time", "MB/s", mbps),
-                          _series_chart("iops", "IOPS over time", "IOPS", iops)) if c]
+        k = max(1, round(width / step))
+        r = rebin(tp.get("read_mbps") or [], k)
+        w = rebin(tp.get("write_mbps") or [], k)
+        x = [round(i * k * step, 6) for i in range(max(len(r), len(w)))]
+        mbps[s] = {"x": x, "lines": {"read MB/s": r, "write MB/s": w}}
+        iops[s] = {"x": x, "lines": {"read IOPS": rebin(tp.get("read_iops") or [], k),
+                                     "write IOPS": rebin(tp.get("write_iops") or [], k)}}
+    bins = f" ({duration_text(width)} bins)" if width else ""
+    charts = [c for c in (_series_chart("mbps", f"MB/s over time{bins}", "MB/s", mbps),
+                          _series_chart("iops", f"IOPS over time{bins}", "IOPS", iops)) if c]
     # the iostat -x-like table: one row per column, baseline vs patched
     cols = ("r/s", "rMB/s", "rrqm/s", "%rrqm", "r_await", "rareq-sz", "w/s", "wMB/s",
             "wrqm/s", "%wrqm", "w_await", "wareq-sz", "aqu-sz", "%util")
@@ -393,6 +403,26 @@ def throughput_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
     if any(len(per_side.get(s, [])) > 1 for s in SIDES):
         notes.append("time series show the first run of each side")
     return {"charts": charts, "tables": tables, "notes": notes}
+
+
+#: Merge throughput bins until each holds this many I/Os on average (see throughput_section).
+MIN_IOS_PER_BIN = 4
+
+
+def rebin(values: Sequence[float], k: int) -> list[float]:
+    """Rates per bin averaged over groups of ``k`` bins (the last group may be shorter)."""
+    vals = [float(v) for v in values]
+    if k <= 1:
+        return vals
+    return [round(sum(vals[i:i + k]) / len(vals[i:i + k]), 3) for i in range(0, len(vals), k)]
+
+
+def duration_text(seconds: float) -> str:
+    """``0.005`` -> ``"5 ms"``, ``5e-05`` -> ``"50 µs"``, ``2.0`` -> ``"2 s"``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
 
 
 def unavailable_notes(per_side: Mapping[str, Sequence[Mapping[str, Any]]], key: str,

@@ -36,3 +36,28 @@ def test_unavailable_notes_merge_sides_with_the_same_reason():
            "patched": [{"throughput": {"iostat": {"note": "no timestamps"}}}]}
     assert unavailable_notes(one, "throughput.iostat.note", "iostat -x") == [
         "– in iostat -x, patched: no timestamps."]
+
+
+def test_sparse_throughput_series_are_rebinned_to_a_shared_width():
+    """A few I/Os over 200 bins are merged to >= 4 I/Os per bin, the same width on both sides."""
+    from reviewapp.sections import MIN_IOS_PER_BIN, rebin, throughput_section
+
+    assert rebin([1, 3, 5, 7, 9], 2) == [2.0, 6.0, 9.0] and rebin([1, 2], 1) == [1.0, 2.0]
+    sparse = [0.0] * 200
+    for i in (10, 30, 50, 70, 110, 130, 150, 190):  # 8 I/Os in 1 ms bins
+        sparse[i] = 100.0
+    dense = [50.0] * 100  # 2 ms bins, plenty of I/Os
+    per_side = {
+        "baseline": [{"throughput": {"read_mbps": sparse, "write_mbps": [0.0] * 200,
+                                     "read_iops": sparse, "write_iops": [0.0] * 200,
+                                     "total_ios": 8}}],
+        "patched": [{"throughput": {"read_mbps": dense, "write_mbps": [0.0] * 100,
+                                    "read_iops": dense, "write_iops": [0.0] * 100,
+                                    "total_ios": 1000}}]}
+    out = throughput_section(per_side, {}, {"baseline": 0.001, "patched": 0.002})
+    mbps = next(c for c in out["charts"] if c["id"] == "mbps")
+    assert mbps["title"] == "MB/s over time (100 ms bins)"  # 4 * 200 / 8 = 100 bins of 1 ms
+    xs = {p["side"]: p["figure"]["data"][0]["x"] for p in mbps["panels"]}
+    assert xs["baseline"] == [0.0, 0.1] and xs["patched"] == [0.0, 0.1]
+    assert mbps["panels"][0]["figure"]["data"][0]["y"] == [4.0, 4.0]  # 4 x 100 / 100 bins
+    assert MIN_IOS_PER_BIN == 4
