@@ -167,7 +167,7 @@ def _series_chart(chart_id: str, title: str, y_title: str,
         data = []
         for i, (name, ys) in enumerate(series[s]["lines"].items()):
             data.append({"type": "scatter", "mode": "lines", "name": name, "x": series[s]["x"],
-                         "y": ys, "line": {"color": COLORS[s], "width": 1.5,
+                         "y": ys, "line": {"color": COLORS[s], "width": 1.5, "shape": "hv",
                                            "dash": "solid" if i == 0 else "dot"}})
         fig = {"data": data,
                "layout": _layout(f"{LABELS[s]}: {title}", "time (s)", y_title,
@@ -376,10 +376,14 @@ def throughput_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
         k = max(1, round(width / step))
         r = rebin(tp.get("read_mbps") or [], k)
         w = rebin(tp.get("write_mbps") or [], k)
-        x = [round(i * k * step, 6) for i in range(max(len(r), len(w)))]
-        mbps[s] = {"x": x, "lines": {"read MB/s": r, "write MB/s": w}}
-        iops[s] = {"x": x, "lines": {"read IOPS": rebin(tp.get("read_iops") or [], k),
-                                     "write IOPS": rebin(tp.get("write_iops") or [], k)}}
+        # drawn as steps (one flat segment per bin): x is each bin's start plus the end of
+        # the last bin, which repeats the last value
+        nb = max(len(r), len(w))
+        x = [round(i * k * step, 6) for i in range(nb + 1)]
+        mbps[s] = {"x": x, "lines": {"read MB/s": _close(r), "write MB/s": _close(w)}}
+        iops[s] = {"x": x, "lines": {
+            "read IOPS": _close(rebin(tp.get("read_iops") or [], k)),
+            "write IOPS": _close(rebin(tp.get("write_iops") or [], k))}}
     bins = f" ({duration_text(width)} bins)" if width else ""
     charts = [c for c in (_series_chart("mbps", f"MB/s over time{bins}", "MB/s", mbps),
                           _series_chart("iops", f"IOPS over time{bins}", "IOPS", iops)) if c]
@@ -415,6 +419,11 @@ def rebin(values: Sequence[float], k: int) -> list[float]:
     if k <= 1:
         return vals
     return [round(sum(vals[i:i + k]) / len(vals[i:i + k]), 3) for i in range(0, len(vals), k)]
+
+
+def _close(values: list[float]) -> list[float]:
+    """A step series' values with the last one repeated at the end of the last bin."""
+    return values + values[-1:]
 
 
 def duration_text(seconds: float) -> str:

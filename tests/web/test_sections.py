@@ -58,6 +58,7 @@ def test_sparse_throughput_series_are_rebinned_to_a_shared_width():
     mbps = next(c for c in out["charts"] if c["id"] == "mbps")
     assert mbps["title"] == "MB/s over time (100 ms bins)"  # 4 * 200 / 8 = 100 bins of 1 ms
     xs = {p["side"]: p["figure"]["data"][0]["x"] for p in mbps["panels"]}
-    assert xs["baseline"] == [0.0, 0.1] and xs["patched"] == [0.0, 0.1]
-    assert mbps["panels"][0]["figure"]["data"][0]["y"] == [4.0, 4.0]  # 4 x 100 / 100 bins
+    assert xs["baseline"] == [0.0, 0.1, 0.2] and xs["patched"] == [0.0, 0.1, 0.2]  # steps
+    line = mbps["panels"][0]["figure"]["data"][0]
+    assert line["y"] == [4.0, 4.0, 4.0] and line["line"]["shape"] == "hv"  # 4 x 100 / 100
     assert MIN_IOS_PER_BIN == 4
