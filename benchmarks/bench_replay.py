@@ -102,8 +102,10 @@ def run_contention(numjobs: int, count: int) -> None:
 
 def run_threads(numjobs: int, count: int) -> None:
     """The same fio job group through ``replay`` itself: 256 synchronous threads on one HDD with
-    mq-deadline and 32 driver tags (requests queue for driver tags; the sbitmap scheduler-tag
-    sleep of seed 003 is the timing simulator's)."""
+    mq-deadline, 32 driver tags and 64 scheduler tags (requests queue for driver tags, and a
+    thread whose G finds no scheduler tag sleeps in ``replay``'s Python engine, to which the
+    compiled engine hands such runs; the sbitmap wait queues of seed 003 are the timing
+    simulator's)."""
     from workers.model import bios_from_workload
 
     stack = stack_from_spec("disk:device=hdd,scheduler=mq-deadline,queue_depth=32,"
@@ -117,7 +119,7 @@ def run_threads(numjobs: int, count: int) -> None:
     t_rep = time.perf_counter() - t0
     t_ref = blkparse_seconds(table)
     print(f"threads: replay of fio randwrite bs=1m numjobs={numjobs} count={count}, HDD, "
-          "mq-deadline, 32 driver tags")
+          "mq-deadline, 32 driver tags, 64 scheduler tags")
     print(f"  replay: {t_rep:.2f} s, {numjobs * count / t_rep:,.0f} bios/s, {len(table):,} events")
     if t_ref is not None:
         print(f"  blkparse -i - -o /dev/null on the prediction: {t_ref:.2f} s")
