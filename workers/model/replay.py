@@ -470,7 +470,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             ut, _ = th.units[th.next]
             start = max(ut, t) if th.sync else ut
             eng.hseq += 1
-            heapq.heappush(eng.heap, (start, eng.hseq, EV_UNIT, (th, th.next)))
+            heapq.heappush(eng.uheap, (start, eng.hseq, EV_UNIT, (th, th.next)))
             th.next += 1
             th.inflight += 1
 
@@ -484,9 +484,13 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     eng.on_unit_done = unit_done
     for th in threads.values():
         schedule(th, 0)
-    heap = eng.heap
-    while heap:
-        t, _, kind, payload = heapq.heappop(heap)
+    heap, uheap = eng.heap, eng.uheap
+    while heap or uheap:
+        # the earlier of the two heads, as one heap ordered by (time, hseq) would give
+        if heap and (not uheap or heap[0][:2] < uheap[0][:2]):
+            t, _, kind, payload = heapq.heappop(heap)
+        else:
+            t, _, kind, payload = heapq.heappop(uheap)
         if kind == EV_COMPLETE:
             eng.now = max(eng.now, t)
             eng.complete(payload, t)

@@ -180,7 +180,11 @@ class Engine:
                                           else lim.queue_depth, 1)
         self.bio_list: list[deque[Bio]] | None = None
         self.plug: Plug | None = None
+        #: completions (``kick``) and unit starts (the replay driver) in two heaps ordered by
+        #: (time, hseq); the driver takes the smaller head, a thread sleeping for a tag only
+        #: the completions
         self.heap: list[tuple[int, int, int, Any]] = []
+        self.uheap: list[tuple[int, int, int, Any]] = []
         self.hseq = 0
         self.now = 0
         self.rid = 0
@@ -589,22 +593,10 @@ class Engine:
         self.tag_waits += 1
         if self.plug is not None:
             self.plug.flush(True)
-        deferred: list[tuple[int, int, int, Any]] = []
-        while self.alloc[dev] >= self.tag_limit[dev]:
-            item = None
-            while self.heap:
-                cand = heapq.heappop(self.heap)
-                if cand[2] == EV_COMPLETE:
-                    item = cand
-                    break
-                deferred.append(cand)
-            if item is None:  # pragma: no cover - nothing in flight would be a model bug
-                break
-            t = item[0]
+        while self.alloc[dev] >= self.tag_limit[dev] and self.heap:
+            t, _, _, rq = heapq.heappop(self.heap)
             self.now = max(self.now, t)
-            self.complete(item[3], t)
-        for cand in deferred:
-            heapq.heappush(self.heap, cand)
+            self.complete(rq, t)
 
     def make_plug(self) -> Plug:
         plug = Plug(self.policy, self.limits.__getitem__,
