@@ -162,10 +162,14 @@ def scan(b: Any, max_line: int, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid:
         if not ok or i - fstart != 9:
             return FALLBACK, k, skipped, starts, ends
         j = _skip_spaces(b, i, e)
+        if j == i:  # time and pid must be separated
+            return FALLBACK, k, skipped, starts, ends
         i, p, ok = _uint(b, j, e)
         if not ok or j == i:
             return FALLBACK, k, skipped, starts, ends
         j = _skip_spaces(b, i, e)
+        if j == i:  # "7G": pid glued to the action is not an event to the exact parser
+            return FALLBACK, k, skipped, starts, ends
         # action letters
         a0 = b[j] if j < e else 0
         a1 = b[j + 1] if j + 1 < e else 32
@@ -284,7 +288,7 @@ def scan(b: Any, max_line: int, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid:
             if not ok or t >= e or b[t] != 44:
                 return FALLBACK, k, skipped, starts, ends
             t, fmin, ok = _uint(b, t + 1, e)
-            if not ok or t + 2 > e or b[t] != 41:
+            if not ok or t + 2 > e or b[t] != 41 or b[t + 1] != 32:  # ") " then the sector
                 return FALLBACK, k, skipped, starts, ends
             t, ax, ok = _uint(b, t + 2, e)
             if not ok or t != e or fmaj > 0xFFF or fmin > 0xFFFFF:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -281,3 +282,24 @@ def test_fast_blkparse_scanner_treats_stray_cr_as_space(tmp_path: Path) -> None:
     exact = parse_lines(open_lines(p, "t"), "t")
     assert fast is not None and len(fast) == len(exact) == 29
     np.testing.assert_array_equal(fast.time_ns, exact.time_ns)
+
+
+@pytest.mark.parametrize(("old", "new", "line", "reason"), [
+    (b"<- (8,1) 0", b"<- (8,1)!0", 2, "remap"),
+    (b"0.000033000   777  G", b"0.000033000   7G", 16, "malformed"),
+])
+def test_fast_blkparse_scanner_defers_what_the_exact_parser_refuses(
+        tmp_path: Path, old: bytes, new: bytes, line: int, reason: str) -> None:
+    """Lines hypothesis found the numba scanner reading while the exact parser refuses them
+    (a remap tail ``(8,1)!0``, a pid glued to its action ``7G``): the scanner defers, and the
+    exact parser reports the line."""
+    from workers.traces.blkparse_text import _parse_fast, parse_blkparse_text
+
+    src = TEXT_SEEDS["blkparse"]
+    assert src.count(old) == 1
+    p = tmp_path / "t.txt"
+    p.write_bytes(src.replace(old, new))
+    assert _parse_fast(p) is None
+    with pytest.raises(ParseError) as ei:
+        parse_blkparse_text(p, name="t.txt")
+    assert ei.value.line == line and reason in ei.value.reason
