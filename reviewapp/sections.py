@@ -649,7 +649,7 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
         seek_by_stage: ``{dev: {stage: {side: [seek json per run]}}}`` for the stage selector;
             the default stage's histograms come from the results themselves.
         compare: ``workers.compare.compare`` output, for the verdict columns.
-        model: the model panel (see ``workers.tasks.model_panel``).
+        model: the model panel (see ``workers.whatif.model_panel``).
         seek_text: renders one run's seek JSON in the seed 000 layout.
     """
     out: dict[tuple[str, str, str], dict[str, Any]] = {}

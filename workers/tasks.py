@@ -4,7 +4,7 @@
 :func:`run_analysis`, a plain function (``manage.py load_demo`` calls it in-process; the worker
 calls it through the task). ``compare_comparison(result_id)`` is the comparison-level step
 (:func:`run_compare`): ``workers.compare.compare`` over every baseline vs patched run with the
-check verdict, the seek histogram of every stage, the model panel (:func:`model_panel`), the
+check verdict, the seek histogram of every stage, the model panel (:mod:`workers.whatif`), the
 plain-text report and the page's precomputed chart data. A ParseError (or any typed engine error) marks the job failed with file, line and
 reason; nothing is stored before the engine has finished, and the results and the final state
 are written in one transaction, so a failed job leaves no half-written results.
@@ -13,37 +13,26 @@ are written in one transaction, so a failed job leaves no half-written results.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import json
 import logging
 from typing import Any
 
-import numpy as np
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
 
+from workers import whatif
 from workers.celery import app
 from workers.errors import BlkreviewError
-from workers.events import ACT_QUEUE
 
 log = logging.getLogger(__name__)
 
 
-def _jsonable(value: Any) -> Any:
-    """Ingest reports (dataclasses, paths, tuples) as plain JSON values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    if hasattr(value, "to_json") and callable(value.to_json):
-        value = value.to_json()
-    return json.loads(json.dumps(value, default=str))
-
-
 def _ingest_report(ing: Any) -> dict[str, Any]:
     return {
-        "files": [_jsonable(f) for f in getattr(ing, "files", [])],
+        "files": [whatif.jsonable(f) for f in getattr(ing, "files", [])],
         "warnings": [str(w) for w in getattr(ing, "warnings", [])],
-        "manifest": _jsonable(getattr(ing, "manifest", None)),
+        "manifest": whatif.jsonable(getattr(ing, "manifest", None)),
         "summaries_keys": sorted(getattr(ing, "summaries", {}) or {}),
     }
 
@@ -138,156 +127,16 @@ def _load_table(events_name: str) -> Any:
         return EventTable.load(path)
 
 
-def seek_by_stage(tables: dict[str, list[tuple[Any, dict[str, Any]]]]) -> dict[str, Any]:
-    """``{dev: {stage: {side: [seek json per run]}}}`` for every stage with events.
-
-    ``tables[side]`` is a list of ``(EventTable, results)`` per run; a stage is computed only
-    where the results' action counts show events of it.
-    """
-    from workers.analyzers.seek import seek_histogram
-
-    out: dict[str, Any] = {}
-    for side, runs in tables.items():
-        for table, results in runs:
-            for dev, d in (results.get("devices") or {}).items():
-                actions = d.get("actions") or {}
-                for stage in ("Q", "G", "I", "D", "C"):
-                    if not actions.get(stage):
-                        continue
-                    j = seek_histogram(table, dev, stage).to_json()
-                    out.setdefault(dev, {}).setdefault(stage, {}).setdefault(side, []).append(
-                        _jsonable(j))
-    return out
-
-
-def _policy_parts(policy: str) -> tuple[str, list[str]]:
-    """``"split_remainder=head,tag_preempt"`` -> (``"split_remainder=head"``, ``["tag_preempt"]``)."""
-    sets: list[str] = []
-    knobs: list[str] = []
-    for item in (p.strip() for p in (policy or "").split(",")):
-        if not item:
-            continue
-        (sets if "=" in item else knobs).append(item)
-    return ",".join(sets), knobs
-
-
-def _slim(results: dict[str, Any]) -> dict[str, Any]:
-    """Predicted results without the per-event lists the model panel never draws."""
-    out = dict(results)
-    devs = {}
-    for dev, d in (results.get("devices") or {}).items():
-        d = dict(d)
-        d.pop("lba", None)
-        if isinstance(d.get("ordering"), dict):
-            d["ordering"] = {k: v for k, v in d["ordering"].items() if k != "first"}
-        devs[dev] = d
-    out["devices"] = devs
-    return out
-
-
-def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
-                manifest: dict[str, Any] | None, stack_text: str, workload: str,
-                table: Any, observed: dict[str, Any]) -> dict[str, Any] | None:
-    """Replay the baseline's submitted bios under the old and the new policy.
-
-    Returns None when there is nothing to model (no policy under test and no kernel on either
-    side), else ``{"state": "ok", ...predictions, fidelity}`` or ``{"state": "error",
-    "error": "..."}``: a model failure is reported, never raised, so the observed comparison
-    stands on its own. Old policy: the baseline kernel's preset. New policy: the patched
-    kernel's preset (or the baseline's when the patched kernel is unknown) with the
-    comparison's ``field=value`` overrides.
-    """
-    if not policy and not (baseline_kernel or patched_kernel):
-        return None
+def model_panel(**kwargs: Any) -> dict[str, Any] | None:
+    """:func:`workers.whatif.model_panel`, never raising: a model failure is reported on the
+    panel so the observed comparison stands on its own."""
     try:
-        from workers.analyzers import analyze
-        from workers.events import dev_str
-        from workers.model import (
-            bios_from_table,
-            preset_for_kernel,
-            replay,
-            stack_from_manifest,
-            stack_from_spec,
-        )
-
-        if not baseline_kernel:
-            return {"state": "error", "error": "the baseline kernel is unknown: set it on the "
-                    "bundle (kernel field) or in the manifest (kernel = ...)"}
-        overrides, knobs = _policy_parts(policy)
-        old = preset_for_kernel(baseline_kernel)
-        if patched_kernel:
-            new = preset_for_kernel(patched_kernel).with_overrides(overrides)
-        elif overrides:
-            new = old.with_overrides(overrides)
-        else:
-            return {"state": "error", "error": "nothing to vary: give the policy under test as "
-                    "field=value or the patched side's kernel"}
-        device_map: dict[str, str] = {}
-        if manifest and manifest.get("stack"):
-            stack = stack_from_manifest(manifest)
-            top = stack.top.dev
-        else:
-            q = np.flatnonzero(table.action == ACT_QUEUE)
-            if len(q) == 0:
-                return {"state": "error", "error": "the baseline trace has no Q events to replay"}
-            devs, counts = np.unique(table.dev[q], return_counts=True)
-            top = int(devs[int(np.argmax(counts))])
-            spec = stack_text.strip() if ":" in (stack_text or "") else "disk"
-            stack = stack_from_spec(spec)
-            device_map[dev_str(top)] = dev_str(stack.top.dev)
-        work = ((manifest or {}).get("workload") or {}).get("command") or workload or None
-        bios = bios_from_table(table, top, workload=work)
-        pred_old = replay(bios, stack, old)
-        pred_new = replay(bios, stack, new)
-        r_old = _jsonable(analyze(pred_old))
-        r_new = _jsonable(analyze(pred_new))
-        fidelity = _fidelity(r_old, observed, pred_old, table, device_map)
-        return {
-            "state": "ok", "policy_old": f"{old.name}: {old.to_spec()}",
-            "policy_new": f"{new.name}: {new.to_spec()}", "knobs": knobs,
-            "kernel_old": baseline_kernel, "kernel_new": patched_kernel or baseline_kernel,
-            "stack": stack.describe(), "top": dev_str(top), "bios": int(len(bios.sector)),
-            "device_map": device_map,
-            "predicted_old": _slim(r_old), "predicted_new": _slim(r_new),
-            "fidelity": fidelity,
-        }
+        return whatif.model_panel(**kwargs)
     except SoftTimeLimitExceeded:
         return {"state": "error", "error": "the model run took longer than the time limit"}
     except Exception as exc:  # the model panel must never fail the observed comparison
         log.warning("model panel failed", exc_info=True)
         return {"state": "error", "error": f"{type(exc).__name__}: {exc}"}
-
-
-def _d_stream(table: Any, dev: int) -> list[tuple[int, int]]:
-    """(sector, nr_sectors) of the D events of ``dev`` in issue order."""
-    from workers.events import ACT_ISSUE
-
-    rows = np.flatnonzero((table.action == ACT_ISSUE) & (table.dev == dev))
-    return list(zip(table.sector[rows].tolist(), table.nr_sectors[rows].tolist()))
-
-
-def _fidelity(predicted_old: dict[str, Any], observed: dict[str, Any], pred_table: Any,
-              obs_table: Any, device_map: dict[str, str]) -> dict[str, Any]:
-    """``workers.compare.fidelity`` of predicted-old vs observed baseline, per device, with the
-    share of observed D requests the prediction issues in the same order."""
-    from workers.compare import fidelity, matched_in_order
-    from workers.events import parse_dev
-
-    back = {v: k for k, v in device_map.items()}
-    if back:
-        # the prediction names its own devices: call them by the observed names
-        predicted_old = {**predicted_old, "devices": {
-            back.get(k, k): v for k, v in (predicted_old.get("devices") or {}).items()}}
-    order: dict[str, float] = {}
-    for dev in observed.get("devices") or {}:
-        if dev not in (predicted_old.get("devices") or {}):
-            continue
-        obs = _d_stream(obs_table, parse_dev(dev))
-        if not obs:
-            continue
-        order[dev] = matched_in_order(obs, _d_stream(pred_table, parse_dev(device_map.get(dev, dev))))
-    out: dict[str, Any] = _jsonable(fidelity(predicted_old, observed, order=order))
-    return out
 
 
 def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],
@@ -297,7 +146,7 @@ def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],
     ``{"state": pass|warn|fail, "reasons": [...], "runs_note": ..., "thresholds": {...}}``."""
     from workers.compare import compare
 
-    out = _jsonable(compare(baseline, patched, thresholds=thresholds, alpha=alpha,
+    out = whatif.jsonable(compare(baseline, patched, thresholds=thresholds, alpha=alpha,
                             fidelity_result=fidelity_result or None))
     check = dict(out.get("check") or {})
     verdict = {"state": str(check.get("verdict") or "error"),
@@ -360,7 +209,7 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
                     # stages and the model panel need the events
                     log.warning("bundle %s: cannot load %r: %s", r.bundle_id, r.events_name, exc)
                     missing.append(f"bundle {r.bundle_id}")
-        by_stage = seek_by_stage(tables)
+        by_stage = whatif.seek_by_stage(tables)
         svc.result_progress(result_id=result_id, progress=35, message="model")
         model: dict[str, Any] | None = None
         if rows.get("baseline") and not tables.get("baseline"):
