@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make sure the PostgreSQL and Redis the tests talk to are reachable on 127.0.0.1; start the
-# machine's own servers when they are not (Debian packages; see DEVELOPERS.md).
+# machine's own servers when they are not (Debian's postgresql and redis-server packages,
+# installed by scripts/setup.sh when missing).
 set -uo pipefail
 
 PGHOST=${PGHOST:-127.0.0.1}

@@ -13,6 +13,9 @@ WITH_DEV=${WITH_DEV:-1}
 need_apt=()
 command -v blkparse >/dev/null 2>&1 || need_apt+=(blktrace)
 if [ "$WITH_DEV" = 1 ]; then
+  # the test suite talks to a real PostgreSQL and Redis on 127.0.0.1
+  command -v pg_ctlcluster >/dev/null 2>&1 || need_apt+=(postgresql)
+  command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
   [ -x /usr/bin/chromium ] || need_apt+=(chromium)
   command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
 fi
@@ -25,6 +28,20 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   else
     echo "setup: please install the Debian packages: ${need_apt[*]} (needs root); continuing" >&2
   fi
+fi
+
+# A freshly installed PostgreSQL only lets local users in by peer/password; the tests connect
+# over TCP as postgres without a password (trust), as on the CI machines.
+if [ "$WITH_DEV" = 1 ] && [ "$(id -u)" = 0 ] && command -v pg_ctlcluster >/dev/null 2>&1; then
+  for hba in /etc/postgresql/*/main/pg_hba.conf; do
+    [ -f "$hba" ] || continue
+    if ! grep -qE '^host\s+all\s+all\s+127\.0\.0\.1/32\s+trust' "$hba"; then
+      echo "setup: allowing trust auth for 127.0.0.1 in $hba (test database)"
+      sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+      ver=$(basename "$(dirname "$(dirname "$hba")")")
+      pg_ctlcluster --skip-systemctl-redirect "$ver" main reload >/dev/null 2>&1 || true
+    fi
+  done
 fi
 
 if [ ! -x .venv/bin/python ]; then
