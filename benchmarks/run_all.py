@@ -16,8 +16,8 @@ SMALL = {
     "bench_parse.py": ["--events", "200000"],
     "bench_analyze.py": ["--events", "200000"],
     "bench_replay.py": ["--bios", "20000"],
-    "bench_contention.py": [],
-    "bench_pages.py": [],
+    "bench_contention.py": ["--sim-seconds", "60"],
+    "bench_pages.py": ["--events", "200000", "--seconds", "5"],
 }
 
 
