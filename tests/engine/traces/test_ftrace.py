@@ -9,8 +9,13 @@ import pytest
 
 from workers.errors import ParseError
 from workers.events import (
+    ACT_BACKMERGE,
     ACT_COMPLETE,
+    ACT_FRONTMERGE,
+    ACT_GETRQ,
+    ACT_INSERT,
     ACT_ISSUE,
+    ACT_PLUG,
     ACT_QUEUE,
     ACT_REMAP,
     ACT_REQUEUE,
@@ -25,7 +30,10 @@ from workers.events import (
     RWBS_SYNC,
     RWBS_WRITE,
     RWBS_WRITE_ZEROES,
+    EventTable,
+    dev_str,
     make_dev,
+    rwbs_to_text,
 )
 from workers.traces import detect_format, parse_file
 from workers.traces.ftrace import ftrace_rwbs, parse_ftrace
@@ -165,3 +173,55 @@ def test_ftrace_numbers_out_of_range(tmp_path: Path, line: str, reason: str) -> 
 def test_issue_action_codes_are_blktrace_letters() -> None:
     """block_rq_issue is blktrace's D, block_bio_queue its Q."""
     assert ACTION_CODES["D"] == ACT_ISSUE and ACTION_CODES["Q"] == ACT_QUEUE
+
+
+def _rows(t: EventTable) -> list[tuple[str, str, int, int, str, str, int, int]]:
+    """(action letter, dev, sector, size, rwbs text, comm, pid, cpu) per row."""
+    letters = {v: k for k, v in ACTION_CODES.items()}
+    return [(letters[int(t.action[i])], dev_str(int(t.dev[i])), int(t.sector[i]),
+             int(t.nr_sectors[i]), rwbs_to_text(int(t.rwbs[i])),
+             t.comm_of(i), int(t.pid[i]), int(t.cpu[i])) for i in range(len(t))]
+
+
+def test_linux618_each_event_kind(data_dir: Path) -> None:
+    """getrq, plug, unplug, rq_insert, back/frontmerge and bio_remap in the 6.18 layout parse to
+    the right action, dev, sector, size, rwbs and comm (the 6.18 capture has no frontmerge and no
+    remap: those two lines were written by hand in the same layout)."""
+    t = parse_ftrace(data_dir / "ftrace_events_linux6.18.txt")
+    assert t.meta["skipped_events"] == {"block_io_start": 1}
+    assert _rows(t) == [
+        ("Q", "254,0", 29947736, 128, "RA", "dd", 18069, 1),
+        ("G", "254,0", 29947736, 128, "RA", "dd", 18069, 1),
+        ("P", "254,0", 0, 0, "N", "dd", 18069, 1),
+        ("U", "254,0", 0, 0, "N", "dd", 18069, 1),
+        ("I", "254,0", 29947736, 128, "RA", "dd", 18069, 1),
+        ("D", "254,0", 29947736, 128, "RA", "dd", 18069, 1),
+        ("M", "254,0", 74083184, 16, "WS", "kworker/u8:0", 12, 1),
+        ("M", "254,0", 74083200, 8, "WS", "kworker/u8:0", 12, 1),
+        ("F", "254,0", 74083168, 16, "WS", "kworker/u8:0", 12, 1),
+        ("A", "252,0", 74085224, 8, "WS", "jbd2/vda1-8", 211, 0),
+    ]
+    actions = t.action.tolist()
+    assert actions[2] == ACT_PLUG and actions[3] == ACT_UNPLUG_IO
+    assert actions[1] == ACT_GETRQ and actions[4] == ACT_INSERT
+    assert actions[6] == ACT_BACKMERGE and actions[8] == ACT_FRONTMERGE
+    assert t.aux[3] == 1  # unplug depth
+    assert (t.aux[9], dev_str(int(t.aux2[9]))) == (74083176, "254,1")  # remapped from
+    assert t.rwbs[6] == RWBS_WRITE | RWBS_SYNC
+    # 470.846132 s is time 0; the remap is 49.158 ms later
+    assert t.time_ns[0] == 0 and t.time_ns[9] == 49_158_000
+
+
+def test_tpoint_example_rq_insert_and_issue(data_dir: Path) -> None:
+    """perf-tools' tpoint example: 4-char flags, 3.x 'R 0 ()' bodies, stack-trace lines skipped;
+    the block_rq_insert lines parse to I with dev 202,1, sector, size, comm and pid."""
+    t = parse_file(data_dir / "tpoint_example.txt")
+    assert t.action_counts() == {"D": 16, "I": 2}
+    ins = np.flatnonzero(t.action == ACT_INSERT)
+    got = [(dev_str(int(t.dev[i])), int(t.sector[i]), int(t.nr_sectors[i]),
+            rwbs_to_text(int(t.rwbs[i])), t.comm_of(int(i)), int(t.pid[i]),
+            int(t.cpu[i])) for i in ins]
+    assert got == [("202,1", 736304, 256, "R", "cksum", 11908, 0),
+                   ("202,1", 736560, 136, "R", "cksum", 11908, 0)]
+    first_d = int(np.flatnonzero(t.action == ACT_ISSUE)[0])
+    assert t.rwbs[first_d] == RWBS_WRITE and t.comm_of(first_d) == "supervise"
