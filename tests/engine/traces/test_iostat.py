@@ -114,3 +114,31 @@ def test_text_number_overflowing_float_is_parse_error(tmp_path: Path) -> None:
     with pytest.raises(ParseError) as ei:
         parse_iostat_text(p, name="iostat.txt")
     assert ei.value.line == 2 and "out of range" in ei.value.reason
+
+
+def test_sysstat_multi_device_json_rows_per_device(data_dir: Path) -> None:
+    """sysstat's own iostat -x -p ALL -o JSON test output: two reports, 22 and 21 devices
+    (disks, partitions, dm-2, sr0), one row per device per report with its numbers."""
+    rows = parse_iostat_json(data_dir / "sysstat_expected.iostat-x-p-ALL.json",
+                             name="all.json")
+    first = [r for r in rows if r["sample"] == 0]
+    second = [r for r in rows if r["sample"] == 1]
+    assert len(rows) == 43 and len(first) == 22 and len(second) == 21
+    assert [r["device"] for r in first][:3] == ["sda", "sda1", "sda2"]
+    assert "dm-2" in {r["device"] for r in first} and "dm-2" not in {r["device"] for r in second}
+    assert len({r["device"] for r in first}) == 22  # no device twice in one report
+    by = {(r["sample"], r["device"]): r for r in rows}
+    sda = by[0, "sda"]
+    assert (sda["r/s"], sda["w/s"], sda["rkB/s"], sda["wkB/s"]) == (6.90, 1.69, 222.14, 57.08)
+    assert (sda["rrqm/s"], sda["rrqm"], sda["r_await"], sda["rareq-sz"]) == (0.39, 5.38, 12.58,
+                                                                           32.21)
+    assert (sda["aqu-sz"], sda["util"], sda["units"]) == (0.10, 0.46, "kB")
+    sdr = by[1, "sdr"]
+    assert (sdr["r/s"], sdr["w/s"], sdr["wkB/s"], sdr["w_await"], sdr["wrqm"], sdr["util"]) == (
+        3.21, 1.60, 16.04, 40.00, 66.67, 6.42)
+    sdq = by[1, "sdq"]
+    assert (sdq["d/s"], sdq["dkB/s"], sdq["d_await"], sdq["dareq-sz"]) == (3.21, 16.04, 20.00,
+                                                                         5.00)
+    assert by[1, "sda"]["r/s"] == 0.0
+    assert {(r["host"], r["release"], r["source"]) for r in rows} == {
+        ("SYSSTAT.TEST", "1.2.3-TEST", "all.json")}
