@@ -58,8 +58,8 @@ NPF = 7
 NRF = 15
 # scalar state
 (S_NOW, S_HSEQ, S_RID, S_EVN, S_BL0H, S_BL0T, S_BL1H, S_BL1T, S_PLN, S_MULTI, S_BFREE, S_PFREE,
- S_RFREE, S_HN, S_NREQ, S_ERR, S_HASELV, S_TAGWAIT) = range(18)
-NS = 18
+ S_RFREE, S_HN, S_NREQ, S_ERR, S_HASELV, S_TAGWAIT, S_HNU) = range(19)
+NS = 19
 # policy codes
 (POL_HEAD, POL_CLEARED, POL_ORDER, POL_CAND, POL_CHECK, POL_MAXCNT, POL_STEP, POL_THINK,
  POL_UNPLUG) = range(9)
@@ -108,12 +108,9 @@ def eligible(bios_rwbs: npt.NDArray[np.int64], stack: Stack, limits: dict[int, Q
 
 # --- small helpers ---------------------------------------------------------------------------------
 class TagWait(Exception):
-    """A request found no free tag: the compiled engine hands the replay to the Python one.
-
-    Sleeping in ``blk_mq_get_tag`` (and the plug flush from ``io_schedule``) is modelled only
-    by :meth:`workers.model.submit.Engine.wait_for_tag`; the compiled engine counts tags
-    exactly as it does and gives up at the first wait, so both engines still agree.
-    """
+    """Kept for callers of an earlier version: the compiled engine now models tag waits
+    itself (``_mq_submit``, as :meth:`workers.model.submit.Engine.wait_for_tag`) and never
+    raises it."""
 
 
 @njit(cache=True)
@@ -149,11 +146,12 @@ def _release_slot(free: Any, S: Any, which: int, idx: int) -> None:
 
 
 @njit(cache=True)
-def _heap_push(H: Any, S: Any, t: int, kind: int, payload: int) -> None:
+def _heap_push(H: Any, S: Any, t: int, kind: int, payload: int, cnt: int) -> None:
+    """Push on heap ``H`` whose size is ``S[cnt]`` (completions S_HN, unit starts S_HNU)."""
     S[S_HSEQ] += 1
     seq = S[S_HSEQ]
-    i = S[S_HN]
-    S[S_HN] = i + 1
+    i = S[cnt]
+    S[cnt] = i + 1
     while i > 0:
         parent = (i - 1) >> 1
         if H[parent, 0] < t or (H[parent, 0] == t and H[parent, 1] < seq):
@@ -170,10 +168,10 @@ def _heap_push(H: Any, S: Any, t: int, kind: int, payload: int) -> None:
 
 
 @njit(cache=True)
-def _heap_pop(H: Any, S: Any) -> tuple[int, int, int]:
+def _heap_pop(H: Any, S: Any, cnt: int) -> tuple[int, int, int]:
     t, kind, payload = H[0, 0], H[0, 2], H[0, 3]
-    n = S[S_HN] - 1
-    S[S_HN] = n
+    n = S[cnt] - 1
+    S[cnt] = n
     if n > 0:
         lt, ls, lk, lp = H[n, 0], H[n, 1], H[n, 2], H[n, 3]
         i = 0
@@ -365,7 +363,7 @@ def _schedule(T: Any, UT: Any, H: Any, S: Any, th: int, t: int) -> None:
         u = T[th, 0]
         ut = UT[u]
         start = (ut if ut > t else t) if T[th, 3] > 0 else ut
-        _heap_push(H, S, start, 1, u)
+        _heap_push(H, S, start, 1, u, S_HNU)
         T[th, 0] += 1
         T[th, 2] += 1
 
@@ -646,7 +644,7 @@ def _kick(R: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any, SV
         if c < t + 1:
             c = t + 1
         INF[node] += 1
-        _heap_push(H, S, c, 0, rq)
+        _heap_push(H, S, c, 0, rq, S_HN)
 
 
 @njit(cache=True)
@@ -725,7 +723,7 @@ def _plug_merge(R: Any, B: Any, L: Any, PL: Any, S: Any, POL: Any, b: int, nsegs
 
 @njit(cache=True)
 def _flush(R: Any, B: Any, FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any,
-           SVU: Any, SVP: Any, E: Any, PL: Any, POL: Any, TMP: Any) -> None:
+           SVU: Any, SVP: Any, E: Any, PL: Any, POL: Any, TMP: Any, sched: int) -> None:
     n = S[S_PLN]
     if n == 0:
         return
@@ -750,7 +748,7 @@ def _flush(R: Any, B: Any, FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV
     S[S_MULTI] = 0
     has_elv = S[S_HASELV]
     S[S_HASELV] = 0
-    if not multi and not has_elv:
+    if not multi and not has_elv and not sched:
         node = R[TMP[0], R_NODE]
         if POL[POL_UNPLUG]:
             # trace_block_unplug(q, plug->rq_count, true) of the direct path (6.12+)
@@ -774,7 +772,8 @@ def _flush(R: Any, B: Any, FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV
         if order == ORDER_LIFO:
             idx.reverse()
         # blk_mq_dispatch_plug_list: trace_block_unplug(q, depth, !from_sched)
-        _ev(EV, S, S[S_NOW], L[node, L_DEV], R[idx[0], R_PID], 10, 8, 0, 0, len(idx), 0)
+        _ev(EV, S, S[S_NOW], L[node, L_DEV], R[idx[0], R_PID], 11 if sched else 10, 8, 0, 0,
+            len(idx), 0)
         for rq in idx:
             if L[node, L_ELV]:
                 _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], 12, R[rq, R_RWBS],
@@ -797,7 +796,8 @@ def _qappend(R: Any, Q: Any, node: int, rq: int) -> None:
 
 
 @njit(cache=True)
-def _mq_submit(B: Any, FB: Any, P: Any, U: Any, R: Any, FR: Any, Q: Any, INF: Any, H: Any,
+def _mq_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, HU: Any, R: Any,
+               FR: Any, Q: Any, INF: Any, H: Any,
                S: Any, L: Any, EV: Any, POL: Any, SV: Any, SVU: Any, SVP: Any, E: Any, PL: Any,
                TMP: Any, b: int) -> None:
     b = _split_to_limits(B, FB, P, U, S, L, EV, POL, b)
@@ -820,7 +820,13 @@ def _mq_submit(B: Any, FB: Any, P: Any, U: Any, R: Any, FR: Any, Q: Any, INF: An
             S[S_NOW] += POL[POL_STEP]
             return
     if L[node, L_ALLOC] >= L[node, L_TAGLIM]:
-        S[S_TAGWAIT] = 1  # blk_mq_get_tag would sleep: hand over to the Python engine
+        # blk_mq_get_tag sleeps (Engine.wait_for_tag): io_schedule flushes the plug from
+        # schedule, then completions are processed until this device has a free tag
+        _flush(R, B, FR, Q, INF, H, S, L, EV, SV, SVU, SVP, E, PL, POL, TMP, 1)
+        while L[node, L_ALLOC] >= L[node, L_TAGLIM] and S[S_HN] > 0:
+            t, _, rqc = _heap_pop(H, S, S_HN)
+            _complete(B, FB, P, FP, U, T, UT, HU, R, FR, Q, INF, H, S, L, EV, POL, SV, SVU,
+                      SVP, E, rqc, t)
     L[node, L_ALLOC] += 1
     rq = _alloc(FR, S, S_RFREE)
     S[S_RID] += 1
@@ -852,7 +858,7 @@ def _mq_submit(B: Any, FB: Any, P: Any, U: Any, R: Any, FR: Any, Q: Any, INF: An
         if S[S_MULTI]:
             mc *= 4 if POL[POL_MAXCNT] <= 16 else 2
         if n >= mc or (L[node, L_NOMERGES] == 0 and R[last, R_NR] >= 256):
-            _flush(R, B, FR, Q, INF, H, S, L, EV, SV, SVU, SVP, E, PL, POL, TMP)
+            _flush(R, B, FR, Q, INF, H, S, L, EV, SV, SVU, SVP, E, PL, POL, TMP, 0)
             _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], 9, 8, 0, 0, 0, 0)
             last = -1  # the flushed list is empty: rq alone is not "multiple queues"
     else:
@@ -908,39 +914,50 @@ def _md_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any
 
 
 @njit(cache=True)
+def _complete(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, HU: Any, R: Any,
+              FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, POL: Any, SV: Any,
+              SVU: Any, SVP: Any, E: Any, rq: int, t: int) -> None:
+    """A request completed (Engine.complete): C, bios end, tags freed, dispatch."""
+    if t > S[S_NOW]:
+        S[S_NOW] = t
+    node = R[rq, R_NODE]
+    INF[node] -= 1
+    L[node, L_ALLOC] -= 1
+    _ev(EV, S, t, L[node, L_DEV], 0, 8, R[rq, R_RWBS], R[rq, R_SEC], R[rq, R_NR], 0, 0)
+    b = R[rq, R_BHEAD]
+    while b >= 0:
+        nb = B[b, B_NEXT]
+        _release(B, P, FP, U, T, UT, HU, S, L, EV, POL, b, t)
+        _release_slot(FB, S, S_BFREE, b)
+        b = nb
+    _release_slot(FR, S, S_RFREE, rq)
+    # dispatch at the model clock, which submissions may have moved past t
+    _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, E, node, S[S_NOW])
+
+
+@njit(cache=True)
 def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: Any, FR: Any,
-         Q: Any, INF: Any, H: Any, S: Any, L: Any, MEM: Any, EV: Any, POL: Any, SV: Any,
+         Q: Any, INF: Any, H: Any, HU: Any, S: Any, L: Any, MEM: Any, EV: Any, POL: Any, SV: Any,
          SVU: Any, SVP: Any, E: Any, PL: Any, TMP: Any, top: int, bsec: Any, bnr: Any, bop: Any,
          brwbs: Any, bflags: Any, bseg: Any, bpid: Any, btime: Any, margin_ev: int,
          margin_pool: int) -> int:
     """Run until the heap is empty (returns 0) or a buffer is low (returns 1: grow, call again)."""
     bio_based = L[top, L_KIND] != KIND_DISK
-    while S[S_HN] > 0:
-        if S[S_TAGWAIT]:
-            return 2
+    while S[S_HN] > 0 or S[S_HNU] > 0:
         if EV.shape[0] - S[S_EVN] < margin_ev or S[S_BFREE] < margin_pool or \
                 S[S_PFREE] < margin_pool or S[S_RFREE] < margin_pool or \
-                H.shape[0] - S[S_HN] < margin_pool or \
+                H.shape[0] - S[S_HN] < margin_pool or HU.shape[0] - S[S_HNU] < margin_pool or \
                 E[0].shape[1] - np.max(E[3]) < margin_pool:
             return 1
-        t, kind, payload = _heap_pop(H, S)
+        # the earlier head of the two heaps (one heap ordered by (time, hseq) would give it)
+        if S[S_HN] > 0 and (S[S_HNU] == 0 or H[0, 0] < HU[0, 0] or
+                            (H[0, 0] == HU[0, 0] and H[0, 1] < HU[0, 1])):
+            t, kind, payload = _heap_pop(H, S, S_HN)
+        else:
+            t, kind, payload = _heap_pop(HU, S, S_HNU)
         if kind == EV_COMPLETE:
-            if t > S[S_NOW]:
-                S[S_NOW] = t
-            rq = payload
-            node = R[rq, R_NODE]
-            INF[node] -= 1
-            L[node, L_ALLOC] -= 1
-            _ev(EV, S, t, L[node, L_DEV], 0, 8, R[rq, R_RWBS], R[rq, R_SEC], R[rq, R_NR], 0, 0)
-            b = R[rq, R_BHEAD]
-            while b >= 0:
-                nb = B[b, B_NEXT]
-                _release(B, P, FP, U, T, UT, H, S, L, EV, POL, b, t)
-                _release_slot(FB, S, S_BFREE, b)
-                b = nb
-            _release_slot(FR, S, S_RFREE, rq)
-            # dispatch at the model clock, which submissions may have moved past t
-            _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, E, node, S[S_NOW])
+            _complete(B, FB, P, FP, U, T, UT, HU, R, FR, Q, INF, H, S, L, EV, POL, SV, SVU, SVP,
+                      E, payload, t)
             continue
         u = payload
         th = U[u, 2]
@@ -972,10 +989,11 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
                     S[S_BL0T] = -1
                 k = L[q, L_KIND]
                 if k == KIND_DISK:
-                    _mq_submit(B, FB, P, U, R, FR, Q, INF, H, S, L, EV, POL, SV, SVU, SVP, E,
+                    _mq_submit(B, FB, P, FP, U, T, UT, HU, R, FR, Q, INF, H, S, L, EV, POL, SV,
+                               SVU, SVP, E,
                                PL, TMP, cur)
                 else:
-                    _md_submit(B, FB, P, FP, U, T, UT, H, S, L, MEM, EV, POL, cur)
+                    _md_submit(B, FB, P, FP, U, T, UT, HU, S, L, MEM, EV, POL, cur)
                 if bio_based:
                     # lower, then same, then the older pending list
                     lh = -1
@@ -1015,11 +1033,11 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
                     S[S_BL1T] = -1
                 cur = _pop0(B, S)
         U[u, 1] = 1
-        _flush(R, B, FR, Q, INF, H, S, L, EV, SV, SVU, SVP, E, PL, POL, TMP)
+        _flush(R, B, FR, Q, INF, H, S, L, EV, SV, SVU, SVP, E, PL, POL, TMP, 0)
         if U[u, 0] == 0:
             T[th, 2] -= 1
             if T[th, 3] > 0:
-                _schedule(T, UT, H, S, th, S[S_NOW] + POL[POL_THINK])
+                _schedule(T, UT, HU, S, th, S[S_NOW] + POL[POL_THINK])
     return 0
 
 
@@ -1095,7 +1113,7 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     min_piece = max(min([int(L[i, L_MAXSEC]) for i in range(nn)] +
                         [int(L[i, L_CHUNK]) for i in range(nn) if L[i, L_CHUNK]]) // 8, 1)
     margin_pool = 4 * (max_unit_sectors // min_piece + 2 * max_unit_bios) + 1024
-    margin_ev = 8 * margin_pool
+    margin_ev = 16 * margin_pool  # tag waits process completions inside a submission
     cap = max(4 * margin_pool, MIN_POOL)
     B = np.zeros((cap, NBF), dtype=np.int64)
     FB = np.arange(cap - 1, -1, -1, dtype=np.int64)
@@ -1103,7 +1121,8 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     FP = np.arange(cap - 1, -1, -1, dtype=np.int64)
     R = np.zeros((cap, NRF), dtype=np.int64)
     FR = np.arange(cap - 1, -1, -1, dtype=np.int64)
-    H = np.zeros((cap + nu, 4), dtype=np.int64)  # every unit may be scheduled up front
+    H = np.zeros((cap, 4), dtype=np.int64)  # completions
+    HU = np.zeros((nu + 1, 4), dtype=np.int64)  # unit starts: every unit may be scheduled up front
     pieces = int(np.sum(nr // max(min_piece * 8, 1))) + 2 * nb
     ev_rows = min(max(nb + 8 * pieces, MIN_EVENTS), MAX_EVENTS_BUFFER) + 2 * margin_ev
     EV = np.zeros((ev_rows, 9), dtype=np.int64)
@@ -1118,16 +1137,14 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     E = _new_elevator(nn, cap)
     # initial schedule (as replay(): every thread from time 0)
     for th in range(len(T)):
-        _schedule(T, UT, H, S, th, 0)
+        _schedule(T, UT, HU, S, th, 0)
     top = index[stack.top.dev]
     while True:
-        status = _run(B, FB, P, FP, U, T, UT, UB, R, FR, Q, INF, H, S, L, MEM, EV, POL, SV, SVU,
+        status = _run(B, FB, P, FP, U, T, UT, UB, R, FR, Q, INF, H, HU, S, L, MEM, EV, POL, SV, SVU,
                       SVP, E, PL, TMP, top, sector, nr, ops, rwbs, flags, seg, pid, time_ns,
                       margin_ev, margin_pool)
         if S[S_ERR]:
             raise RuntimeError("fast replay ran out of pool space")
-        if status == 2:
-            raise TagWait("a request had to wait for a tag")
         if status == 0:
             break
         if EV.shape[0] - S[S_EVN] < margin_ev:
@@ -1144,6 +1161,8 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
             E = _grow_elevator(E)
         if H.shape[0] - S[S_HN] < margin_pool:
             H = _grow(H, H.shape[0])
+        if HU.shape[0] - S[S_HNU] < margin_pool:
+            HU = _grow(HU, max(HU.shape[0], margin_pool))
     # write the server state back (the Python servers stay consistent for callers)
     for i, n in enumerate(nodes):
         if n.kind == "disk":

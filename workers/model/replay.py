@@ -408,10 +408,9 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         engine: ``"python"`` (:class:`workers.model.submit.Engine`), ``"fast"`` (the compiled
             engine of :mod:`workers.model.fast`, same events; ModelConfigError when the case is
             outside its scope) or ``"auto"`` (fast when eligible and at least
-            ``FAST_MIN_BIOS`` bios). When a request must wait for a tag (every request
-            holds a scheduler tag, ``nr_requests``, or without an elevator a driver tag,
-            ``queue_depth``, from G to completion) the compiled engine stops and the Python
-            engine replays the input (:meth:`Engine.wait_for_tag`).
+            ``FAST_MIN_BIOS`` bios). Both model tag waits (every request holds a scheduler
+            tag, ``nr_requests``, or without an elevator a driver tag, ``queue_depth``, from
+            G to completion; :meth:`Engine.wait_for_tag`).
 
     Returns:
         An EventTable sorted by time with per-device seq numbers.
