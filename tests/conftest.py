@@ -89,6 +89,14 @@ def blkparse_lines(sectors: list[int], *, length: int = 128, action: str = "G",
     return ("\n".join(lines) + "\n").encode()
 
 
+def past_head(data: bytes, lines: int = 1000) -> bytes:
+    """``data`` followed by enough valid G lines to push what comes next past the 64 KiB the
+    upload check parses, so a malformed line there reaches the worker (the job fails)."""
+    pad = blkparse_lines([10_000_000 + 128 * i for i in range(lines)])
+    assert len(data) + len(pad) > 64 * 1024
+    return data + pad
+
+
 def uploaded(name: str, data: bytes) -> Any:
     """A file object as Django hands uploads to views (on disk, like TemporaryUploadedFile)."""
     from django.core.files.uploadedfile import SimpleUploadedFile

@@ -36,19 +36,26 @@ def _read_head(file: Any) -> bytes:
 
 
 def detect_upload_format(file: Any, name: str) -> str:
-    """Format of an uploaded file from its first bytes (workers.traces.detect).
+    """Format of an uploaded file from its first bytes (workers.traces.detect); the complete
+    lines of those bytes are parsed too (workers.traces.precheck), so a malformed line near the
+    top is refused now rather than failing the job later.
 
     Raises:
-        UploadRejected: empty, or not a recognised trace/summary/archive, with the reason.
+        UploadRejected: empty, not a recognised trace/summary/archive, or a malformed line in
+            the first 64 KiB, with the file, line and reason.
     """
     from workers.errors import BlkreviewError, ParseError
     from workers.traces.detect import detect_bytes
+    from workers.traces.precheck import check_head
 
     head = _read_head(file)
     if not head:
         raise UploadRejected(f"{name}: empty file")
     try:
-        return str(detect_bytes(head, name))
+        fmt = str(detect_bytes(head, name))
+        size = getattr(file, "size", None)
+        check_head(head, name=name, fmt=fmt, complete=size is not None and size <= len(head))
+        return fmt
     except ParseError as exc:
         raise UploadRejected(exc.message) from exc
     except BlkreviewError as exc:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.conftest import past_head
+
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 # Excerpt of seed 000_bd92b2ca435366b4.txt (copied from /work/shared/seeds/).
@@ -186,10 +188,11 @@ def test_kernel_captures_compare_check_and_model(celery_worker, live_server, tok
 
 def test_malformed_line_fails_job_with_file_line_reason(celery_worker, live_server,
                                                         token_session, waiter, seed000_before):
-    """A malformed line fails the job with file, line and reason; no results are stored."""
+    """A malformed line past the upload check fails the job with file, line and reason; no
+    results are stored."""
     from reviewapp.models import BundleResult
 
-    bad = seed000_before + b"8,0 0 486500 11.36 843 G R 1407x + 128 [dd]\n"
+    bad = past_head(seed000_before) + b"8,0 0 486500 11.36 843 G R 1407x + 128 [dd]\n"
     resp = token_session.post(
         f"{live_server.url}/api/v1/bundles/", data={"role": "baseline"},
         files=[("files", ("broken-before.txt", bad))], timeout=30)
@@ -197,11 +200,11 @@ def test_malformed_line_fails_job_with_file_line_reason(celery_worker, live_serv
     bundle = resp.json()
     final = poll_job(token_session, bundle["job"]["url"], waiter)
     assert final["state"] == "failed"
-    assert final["error"].startswith("broken-before.txt, line 8:")
+    assert final["error"].startswith("broken-before.txt, line 1008:")
     assert final["error_detail"]["file"] == "broken-before.txt"
-    assert final["error_detail"]["line"] == 8
+    assert final["error_detail"]["line"] == 1008
     assert final["error_detail"]["reason"]
     assert not BundleResult.objects.filter(bundle_id=bundle["id"]).exists()
     res = token_session.get(bundle["results_url"], timeout=10).json()
     assert res["state"] == "failed" and res["results"] is None
-    assert "line 8" in res["error"]
+    assert "line 1008" in res["error"]

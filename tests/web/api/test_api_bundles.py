@@ -43,6 +43,15 @@ def test_bundle_post_unknown_format_is_400_json(api_client, check, make_upload):
     assert r.status_code == 400 and body["error"].startswith("photo.jpg")
 
 
+def test_bundle_post_malformed_line_is_400_json(api_client, check, make_upload, seed000_before):
+    """A malformed line in the first 64 KiB: 400 naming the file and line; nothing stored."""
+    bad = seed000_before + b"8,0 0 9 11.4 843 G R 1407x + 128 [dd]\n"
+    r = api_client.post(URL, {"files": [make_upload("before.txt", bad)]}, format="multipart")
+    body = check(r, "post", URL)
+    assert r.status_code == 400 and body["error"].startswith("before.txt, line 8: ")
+    assert not TraceBundle.objects.exists()
+
+
 def test_bundle_post_bad_role_is_400(api_client, check, make_upload, seed000_before):
     """Role must be baseline or patched."""
     r = api_client.post(URL, {"files": [make_upload("a", seed000_before)], "role": "sideways"},

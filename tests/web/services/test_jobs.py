@@ -8,6 +8,7 @@ from django.core.files.storage import default_storage
 from reviewapp.models import AnalysisJob, BundleResult
 from reviewapp.services.bundles import bundle_create
 from reviewapp.services.jobs import job_mark_failed, job_progress, job_start, job_store_results
+from tests.conftest import past_head
 from workers.tasks import run_analysis
 
 pytestmark = pytest.mark.django_db
@@ -36,16 +37,17 @@ def test_run_analysis_stores_seek_and_size_results(make_upload, seed000_before):
 
 
 def test_run_analysis_parse_error_marks_failed_without_results(make_upload, seed000_before):
-    """A malformed line fails the job with file, line and reason and stores nothing."""
-    bad = seed000_before + b"8,0 0 9 11.4 843 G R notasector + 128 [dd]\n"
+    """A malformed line past the upload check fails the job with file, line and reason and
+    stores nothing."""
+    bad = past_head(seed000_before) + b"8,0 0 9 11.4 843 G R notasector + 128 [dd]\n"
     bundle, job = _bundle(make_upload, bad, name="before-broken.txt")
     assert run_analysis(job.pk) == "failed"
     job.refresh_from_db()
     bundle.refresh_from_db()
     assert job.state == "failed"
-    assert job.error.startswith("before-broken.txt, line 8:")
+    assert job.error.startswith("before-broken.txt, line 1008:")
     assert job.error_detail["file"] == "before-broken.txt"
-    assert job.error_detail["line"] == 8
+    assert job.error_detail["line"] == 1008
     assert job.error_detail["reason"]
     assert bundle.parse_status == "failed"
     assert not BundleResult.objects.filter(bundle=bundle).exists()
@@ -54,7 +56,8 @@ def test_run_analysis_parse_error_marks_failed_without_results(make_upload, seed
 def test_failed_job_does_not_affect_other_bundles(make_upload, seed000_before, seed000_after):
     """One bundle failing leaves another bundle's job and results alone."""
     good, good_job = _bundle(make_upload, seed000_after, name="after.txt")
-    bad, bad_job = _bundle(make_upload, seed000_before + b"8,0 0 9 11.4 843 G R 1x2 + 128 [dd]\n",
+    bad, bad_job = _bundle(make_upload,
+                           past_head(seed000_before) + b"8,0 0 9 11.4 843 G R 1x2 + 128 [dd]\n",
                        name="bad.txt")
     assert run_analysis(bad_job.pk) == "failed"
     assert run_analysis(good_job.pk) == "succeeded"
@@ -134,3 +137,15 @@ def test_succeeded_job_is_never_marked_failed_afterwards(make_upload, seed000_be
     job.refresh_from_db()
     assert job.state == "succeeded" and job.error == ""
     assert default_storage.exists(BundleResult.objects.get(bundle=bundle).events_name)
+
+
+def test_malformed_line_near_the_top_is_refused_at_upload(make_upload, seed000_before):
+    """A malformed line in the first 64 KiB is refused before anything is stored."""
+    from reviewapp.models import TraceBundle
+    from reviewapp.services import UploadRejected
+
+    bad = seed000_before + b"8,0 0 9 11.4 843 G R notasector + 128 [dd]\n"
+    before = TraceBundle.objects.count()
+    with pytest.raises(UploadRejected, match=r"before-broken\.txt, line 8: "):
+        _bundle(make_upload, bad, name="before-broken.txt")
+    assert TraceBundle.objects.count() == before

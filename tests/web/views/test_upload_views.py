@@ -103,6 +103,18 @@ def test_upload_unknown_format_is_a_form_error(logged_in_client, make_upload, se
     assert not Comparison.objects.exists()
 
 
+def test_upload_malformed_line_is_a_form_error(logged_in_client, make_upload, seed000_before):
+    """A malformed line near the top: a form error with the file and line, nothing stored."""
+    bad = seed000_before + b"8,0 0 9 11.4 843 G R 1407x + 128 [dd]\n"
+    r = _post(logged_in_client, baseline_files=make_upload("before.txt", bad),
+              patched_files=make_upload("after.txt", seed000_before))
+    assert r.status_code == 400
+    html = r.content.decode()
+    assert "before.txt, line 8: " in html
+    assert 'id="field-baseline_files"' in html
+    assert not Comparison.objects.exists()
+
+
 def test_upload_over_limit_is_a_form_error(logged_in_client, make_upload, seed000_before,
                                            settings):
     """Over the size limit: a clear message on the page, status 413."""
