@@ -10,13 +10,16 @@ import numpy as np
 
 from workers.events import ACTION_CODES, RWBS_READ, RWBS_WRITE, EventTable, make_dev
 
-SEED_DIR = Path("/work/shared/seeds")
-SEED_COPY_DIR = Path(__file__).resolve().parents[2] / "data" / "seeds"
+REPO_ROOT = Path(__file__).resolve().parents[3]
+#: the shared seeds beside the repository (a CI clone), then the development machine's copy
+SEED_DIRS = (REPO_ROOT.parent / "shared" / "seeds", Path("/work/shared/seeds"))
+SEED_DIR = next((d for d in SEED_DIRS if d.is_dir()), SEED_DIRS[0])
+SEED_COPY_DIR = REPO_ROOT / "tests" / "data" / "seeds"
 
 
 def seed_text(name: str) -> str:
-    """A seed thread, from /work/shared/seeds or the committed copy in tests/data/seeds."""
-    for base in (SEED_DIR, SEED_COPY_DIR):
+    """A seed thread, from shared/seeds or the committed copy in tests/data/seeds."""
+    for base in (*SEED_DIRS, SEED_COPY_DIR):
         p = base / name
         if p.exists():
             return p.read_text(encoding="utf-8", errors="replace")
