@@ -53,11 +53,16 @@ class UploadForm(forms.Form):
                                      help_text="uname -r with the patch, e.g. 6.17.13+")
     stack = forms.CharField(required=False, label="Device stack",
                             widget=forms.Textarea(attrs={"rows": 2}),
-                            help_text="e.g. md raid5 of 8 HDDs, 64k chunk, left-symmetric")
+                            help_text="for the model, a stack spec: e.g. "
+                                      "raid5:disks=8,chunk=64k,device=hdd (kinds disk, raid0, "
+                                      "raid5, linear, cache; member sysfs limits as key=value, "
+                                      "md_<limit> for the array). Free text is shown as written; "
+                                      "a blkreview.toml manifest in the bundle wins")
     limits = forms.CharField(required=False, label="Queue limits",
                              widget=forms.Textarea(attrs={"rows": 2}),
                              help_text="e.g. md0 max_sectors_kb=1024; sd* max_sectors_kb=1280 "
-                                       "nr_requests=256 scheduler=none")
+                                       "nr_requests=256 scheduler=none (shown to reviewers; the "
+                                       "model reads limits from the manifest or the stack spec)")
     workload = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                                help_text="e.g. dd if=/dev/md0 of=/dev/null bs=4480k iflag=direct")
     policy = forms.CharField(max_length=300, required=False, label="Policy under test",

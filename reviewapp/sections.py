@@ -604,7 +604,8 @@ def model_section(model: Mapping[str, Any] | None, dev: str,
     if diff:
         notes.insert(0, "new policy vs old: " + ", ".join(diff))
     if model.get("stack"):
-        notes.append(f"stack: {model['stack']}")
+        note = f" ({model['stack_note']})" if model.get("stack_note") else ""
+        notes.append(f"stack: {model['stack']}{note}")
     if pdev != dev:
         notes.append(f"predicted device {pdev} stands for observed {dev}")
     if fid.get("error"):

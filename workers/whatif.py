@@ -115,17 +115,26 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
         return {"state": "error", "error": "nothing to vary: give the policy under test as "
                 "field=value or the patched side's kernel"}
     device_map: dict[str, str] = {}
+    stack_note = ""
     if manifest and manifest.get("stack"):
         stack = stack_from_manifest(manifest)
         top = stack.top.dev
+        stack_note = "from the bundle's blkreview.toml manifest"
     else:
         q = np.flatnonzero(table.action == ACT_QUEUE)
         if len(q) == 0:
             return {"state": "error", "error": "the baseline trace has no Q events to replay"}
         devs, counts = np.unique(table.dev[q], return_counts=True)
         top = int(devs[int(np.argmax(counts))])
-        spec = stack_text.strip() if ":" in (stack_text or "") else "disk"
-        stack = stack_from_spec(spec)
+        spec = (stack_text or "").strip()
+        if ":" in spec:
+            stack = stack_from_spec(spec)  # a bad spec raises: the panel shows why
+            stack_note = f"from the bundle's stack spec {spec!r}"
+        else:
+            stack = stack_from_spec("disk")
+            stack_note = ("a single disk: the run has no blkreview.toml manifest"
+                          + (f" and its stack text {spec!r} is not a stack spec "
+                             "(e.g. raid5:disks=8,chunk=64k,device=hdd)" if spec else ""))
         device_map[dev_str(top)] = dev_str(stack.top.dev)
     work = ((manifest or {}).get("workload") or {}).get("command") or workload or None
     bios = bios_from_table(table, top, workload=work)
@@ -138,7 +147,8 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
         "state": "ok", "policy_old": f"{old.name}: {old.to_spec()}",
         "policy_new": f"{new.name}: {new.to_spec()}", "knobs": knobs,
         "kernel_old": baseline_kernel, "kernel_new": patched_kernel or baseline_kernel,
-        "stack": stack.describe(), "top": dev_str(top), "bios": int(len(bios.sector)),
+        "stack": stack.describe(), "stack_note": stack_note, "top": dev_str(top),
+        "bios": int(len(bios.sector)),
         "device_map": device_map,
         "predicted_old": slim(r_old), "predicted_new": slim(r_new),
         "fidelity": fidelity,

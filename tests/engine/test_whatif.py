@@ -89,3 +89,18 @@ def test_no_policy_change_means_predicted_old_equals_new(kernel, tmp_path):
                         observed=analyze(table))
     assert panel["state"] == "ok"
     assert panel["predicted_old"] == panel["predicted_new"]
+
+
+def test_stack_text_that_is_not_a_spec_says_the_model_used_one_disk(tmp_path):
+    """Free-text stack descriptions are not guessed at: the panel says a single disk was used."""
+    table, _ = _capture("7.2_W2a", tmp_path)
+    panel = model_panel(policy="split_remainder=head", baseline_kernel="7.2.13", patched_kernel="",
+                        manifest=None, stack_text="md raid5 of 8 HDDs", workload="",
+                        table=table, observed=analyze(table))
+    assert panel["state"] == "ok"
+    assert "single disk" in panel["stack_note"] and "md raid5 of 8 HDDs" in panel["stack_note"]
+    spec = model_panel(policy="split_remainder=head", baseline_kernel="7.2.13", patched_kernel="",
+                       manifest=None, stack_text="disk:max_sectors_kb=512", workload="",
+                       table=table, observed=analyze(table))
+    assert spec["stack_note"] == "from the bundle's stack spec 'disk:max_sectors_kb=512'"
+
