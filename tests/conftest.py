@@ -22,6 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests: no per-example deadline. The first example of a parser test pays numba's
+# one-time compile (tens of seconds on a fresh checkout, where the cache is cold), and the
+# machine's two cores are shared, so a wall-clock deadline only measures load. Each test still
+# bounds its work through max_examples and input sizes.
+settings.register_profile("blkreview", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("blkreview")
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
