@@ -26,12 +26,14 @@ LATENCY_PAIRS: tuple[tuple[str, str], ...] = (
 def distribution(ns: npt.NDArray[np.int64], qs: tuple[float, ...]) -> dict[str, Any]:
     """Summary and log2-microsecond histogram of latencies given in ns.
 
-    Bucket 0 is ``[0, 1) us``, bucket k >= 1 is ``[2**(k-1), 2**k) us``.
+    Bucket 0 is ``[0, 1) us``, bucket k >= 1 is ``[2**(k-1), 2**k) us``. Without pairs the
+    mean, min and max are None (null, never 0: a latency of 0 would read as a measurement and
+    drag a mean over several runs), under the same keys as with pairs.
     """
     n = len(ns)
     if n == 0:
-        return {"count": 0, "mean_ns": 0.0, "max_ns": 0, "percentiles_ns": {},
-                "edges_us": [0], "counts": []}
+        return {"count": 0, "mean_ns": None, "max_ns": None, "min_ns": None,
+                "percentiles_ns": {}, "edges_us": [0], "counts": []}
     us = np.clip(ns, 0, None) // 1000
     counts = np.bincount(log2_bucket(us))
     return {
