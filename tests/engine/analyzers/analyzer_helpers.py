@@ -94,3 +94,34 @@ def requests(spec: Sequence[tuple[int, int, str, dict[str, int]]], *,
     t = EventTable.from_columns(dev=np.full(n, dev), pid=np.full(n, pid),
                                 **{k: np.asarray(v) for k, v in cols.items()})
     return t.sorted_by_time()
+
+
+MS = 1_000_000
+
+
+def two_cpu_reads(n: int = 8, *, seq_start: int = 1) -> EventTable:
+    """``n`` sequential 64 KiB reads issued alternately from CPU 0 and CPU 1, in per-CPU blocks.
+
+    Request i: Q at 0.9 + i ms, D at 1 + i ms, C at 1.5 + i ms, sector 128 * i. The rows are
+    stored the way per-CPU files are read (every CPU 0 row, then every CPU 1 row), so times are
+    not monotone across CPUs. Sequence numbers run per CPU from ``seq_start`` modulo 2**32 (a
+    start near 2**32 makes them wrap).
+    """
+    cols: dict[str, list[int]] = {k: [] for k in ("time_ns", "action", "sector", "cpu", "seq")}
+    for cpu in (0, 1):
+        seq = seq_start
+        for i in range(cpu, n, 2):
+            d = MS + i * MS
+            for letter, t in (("Q", d - MS // 10), ("D", d), ("C", d + MS // 2)):
+                cols["time_ns"].append(t)
+                cols["action"].append(ACTION_CODES[letter])
+                cols["sector"].append(128 * i)
+                cols["cpu"].append(cpu)
+                cols["seq"].append(seq % (1 << 32))
+                seq += 1
+    m = len(cols["time_ns"])
+    return EventTable.from_columns(
+        time_ns=np.asarray(cols["time_ns"]), action=np.asarray(cols["action"]),
+        sector=np.asarray(cols["sector"], dtype=np.uint64), cpu=np.asarray(cols["cpu"]),
+        seq=np.asarray(cols["seq"], dtype=np.uint32), dev=np.full(m, make_dev(8, 0)),
+        rwbs=np.full(m, RWBS_READ), nr_sectors=np.full(m, 128), pid=np.full(m, 100))

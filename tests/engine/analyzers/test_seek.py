@@ -12,6 +12,7 @@ from analyzer_helpers import (
     seed_seek_blocks,
     seed_text,
     stream,
+    two_cpu_reads,
 )
 
 from workers.analyzers.seek import (
@@ -200,3 +201,26 @@ def test_seed000_g_lines_parsed_from_the_seed(tmp_path) -> None:
         hist = seek_histogram(ingest([f]).table, SDA)
         assert hist.stage == "G"
         assert (hist.cnt, hist.zero_cnt, hist.counts) == expected[name]
+
+
+def test_per_cpu_rows_not_monotone_seek_in_time_order() -> None:
+    """Per-CPU blocks of rows (times not monotone across CPUs): the seeks are taken in time
+    order, so 8 back-to-back reads give cnt 7, zero cnt 7, like the time-sorted table; the
+    same rows without timestamps (file order is then the only order) seek back and forth."""
+    t = two_cpu_reads()
+    assert np.any(np.diff(t.time_ns) < 0)
+    h = seek_histogram(t, SDA)
+    assert (h.to_json()["cnt"], h.to_json()["zero_cnt"], h.to_json()["counts"]) == (7, 7, [7])
+    assert h.text() == seek_histogram(t.sorted_by_time(), SDA).text()
+    assert fold(h.text())[1] == "cnt 7, zero cnt 7"
+    t.time_known = False
+    file_order = seek_histogram(t, SDA).to_json()
+    assert file_order["cnt"] == 7 and file_order["zero_cnt"] == 0
+
+
+def test_sequence_wrap_does_not_reorder_seeks() -> None:
+    """Per-CPU sequence numbers wrapping past 2**32 - 1 change nothing: seeks follow time."""
+    wrapped = two_cpu_reads(seq_start=2**32 - 3)
+    assert wrapped.seq.min() == 0 and wrapped.seq.max() == 2**32 - 1
+    assert (seek_histogram(wrapped, SDA).to_json()
+            == seek_histogram(two_cpu_reads(), SDA).to_json())
