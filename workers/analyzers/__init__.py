@@ -107,7 +107,10 @@ def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
             series[k] = []
     row = iostat_row(table, dev, ctx.matcher, ctx.interval_ns, dev_rows=dev_rows)
     if row["note"] == "no C events" and sr.stage != "D":
-        row["note"] = f"no D/C events: stage {sr.stage}"
+        # a device with none of the stages (named by the manifest only, or only P/U events)
+        # says so instead of "stage None"
+        row["note"] = (f"no D/C events: stage {sr.stage}" if sr.stage is not None
+                       else "no events" if not len(dev_rows) else "no Q/G/I/D/C events")
     series["iostat"] = row
     # no interval (no timestamps, or one instant): no rate, rather than a rate of 0
     series["mb_per_s"] = series["total_mb"] / (ctx.interval_ns / 1e9) if ctx.interval_ns else None

@@ -18,7 +18,7 @@ from workers.analyzers.throughput import (
     nice_bin_ns,
     union_length,
 )
-from workers.events import ACTION_CODES, RWBS_READ, EventTable, make_dev
+from workers.events import ACTION_CODES, RWBS_READ, DeviceInfo, EventTable, make_dev
 from workers.traces import ingest
 from workers.traces.writers import encode_blktrace
 
@@ -196,3 +196,21 @@ def test_sequence_wrap_through_binary_per_cpu_files(tmp_path: Path) -> None:
                 if d["kind"] == "sequence_gap"]
     assert result.table.seq.min() == 0 and result.table.seq.max() == 2**32 - 1
     _assert_two_cpu_answers(analyze(result.table))
+
+
+def test_empty_device_iostat_note() -> None:
+    """A device named by the manifest without events, and one with only plug events: every
+    iostat column is null and the note says why (not "stage None")."""
+    t = requests([(0, 8, "R", {"D": 0, "C": 2 * MS})])
+    sdb, sdc = make_dev(8, 16), make_dev(8, 32)
+    t.devices[sdb] = DeviceInfo(sdb, name="sdb")
+    plug = requests([(0, 0, "R", {"P": 1 * MS})], dev=sdc)
+    t2 = EventTable.concat([t, plug]).sorted_by_time()
+    t2.devices[sdb] = DeviceInfo(sdb, name="sdb")
+    devs = analyze(t2)["devices"]
+    for dev, note in (("8,16", "no events"), ("8,32", "no Q/G/I/D/C events")):
+        row = devs[dev]["throughput"]["iostat"]
+        assert row["note"] == note
+        assert all(row[c] is None for c in IOSTAT_COLUMNS)
+        assert devs[dev]["throughput"]["total_ios"] == 0
+    assert devs["8,0"]["throughput"]["iostat"]["r/s"] == pytest.approx(500.0)  # 1 in 2 ms
