@@ -14,6 +14,7 @@ from workers.traces._textio import MAX_LINE_BYTES
 from workers.traces.bpf import parse_biosnoop, parse_bpftrace
 from workers.traces.ftrace import parse_ftrace
 from workers.traces.iostat import parse_iostat_text
+from workers.traces.manifest import Manifest, load_mdstat, load_sysfs
 
 FTRACE = (b"  dd-18069 [001] ..... 470.846132: block_bio_queue: 254,0 RA 29947736 + 128 [dd]\n"
           b"  dd-18069 [001] ..... 470.846153: block_getrq: 254,0 RA 29947736 + 128 [dd]\n")
@@ -78,3 +79,23 @@ def test_line_at_the_limit_is_accepted(tmp_path: Path, fmt: str, head: bytes,
     p = tmp_path / "edge.txt"
     p.write_bytes(head + b"# " + b"y" * (MAX_LINE_BYTES - 2) + b"\n" + head)
     assert len(parser(p, name="edge.txt")) >= 2
+
+
+@pytest.mark.parametrize(("loader", "head"), [
+    (load_sysfs, b"## /sys/block/md0/queue\nmd0 max_sectors_kb 1024\n"),
+    (load_mdstat, b"Personalities : [raid5]\n"
+                  b"md0 : active raid5 vdb[1] vda[0]\n"),
+], ids=["sysfs-queue", "mdstat"])
+def test_manifest_text_files_line_limit(tmp_path: Path, loader: Callable[..., Any],
+                                        head: bytes) -> None:
+    """The queue-limits dump and /proc/mdstat go through the same reader: an overlong line 3
+    is a ParseError with that line, after the two good lines load."""
+    ok = tmp_path / "ok"
+    ok.write_bytes(head)
+    loader(ok, "ok", Manifest())
+    p = tmp_path / "long"
+    p.write_bytes(head + b"z" * (MAX_LINE_BYTES + 1) + b"\n")
+    with pytest.raises(ParseError) as ei:
+        loader(p, "limits.txt", Manifest())
+    assert (ei.value.path, ei.value.line) == ("limits.txt", 3)
+    assert "longer than" in ei.value.reason
