@@ -175,6 +175,8 @@ def parse_ftrace(path: str | Path, *, name: str | None = None) -> EventTable:
     label = name or str(path)
     c = _Columns()
     rwbs_cache: dict[str, int] = {}
+    # plug/unplug rows of a task that has not named a device yet: they get its next device
+    pending_plugs: dict[int, list[int]] = {}
     skipped_events: dict[str, int] = {}
     bare = 0
     prefixed = 0
@@ -204,9 +206,13 @@ def parse_ftrace(path: str | Path, *, name: str | None = None) -> EventTable:
         else:
             prefixed += 1
         try:
-            _add(c, spec, m.group("body").strip(), pid, cpu, t, task, rwbs_cache)
+            _add(c, spec, m.group("body").strip(), pid, cpu, t, task, rwbs_cache,
+                 pending_plugs)
         except ValueError as exc:
             raise ParseError(label, f"{event}: {exc}", line=lineno) from None
+    for rows in pending_plugs.values():  # the task never named a device: the last one seen
+        for r in rows:
+            c.dev[r] = c.last_dev.get(-1, 0)
     n = len(c.action)
     time_known = bare == 0
     table = c.table(time_known=time_known)
@@ -230,7 +236,7 @@ def parse_ftrace(path: str | Path, *, name: str | None = None) -> EventTable:
 
 
 def _add(c: _Columns, spec: tuple[int, str], body: str, pid: int, cpu: int, t: int, task: str,
-         rwbs_cache: dict[str, int]) -> None:
+         rwbs_cache: dict[str, int], pending_plugs: dict[int, list[int]]) -> None:
     action, kind = spec
     sector = nr = aux = aux2 = error = 0
     dev = 0
@@ -243,8 +249,13 @@ def _add(c: _Columns, spec: tuple[int, str], body: str, pid: int, cpu: int, t: i
         comm = m.group("last")
         if kind == "unplug":
             aux = int(m.group("depth"))
-        # plug/unplug name no device: use the task's last device (the plug it flushes)
-        dev = c.last_dev.get(pid, c.last_dev.get(-1, 0))
+        # plug/unplug name no device: use the task's last device (the plug it flushes); a
+        # task's first plug (blk_start_plug before its first submit_bio) waits for the
+        # device of the task's next event, rather than inventing a device 0,0
+        dev = c.last_dev.get(pid, -1)
+        if dev < 0:
+            pending_plugs.setdefault(pid, []).append(len(c.action))
+            dev = 0
     else:
         regex = {"bio": _BIO_RE, "bio_err": _BIO_RE, "rq": _RQ_RE, "rq_err": _RQ_RE,
                  "split": _SPLIT_RE, "remap": _REMAP_RE}[kind]
@@ -283,5 +294,7 @@ def _add(c: _Columns, spec: tuple[int, str], body: str, pid: int, cpu: int, t: i
         raise ValueError("number out of range")
     if kind not in ("plug", "unplug"):
         c.last_dev[pid] = c.last_dev[-1] = dev
+        for r in pending_plugs.pop(pid, ()):
+            c.dev[r] = dev
     c.add(max(t, 0), 0, dev, cpu, pid, action, rwbs, sector, nr, aux, aux2, error,
           c.intern(comm) if comm else 0)

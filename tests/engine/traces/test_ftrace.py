@@ -225,3 +225,21 @@ def test_tpoint_example_rq_insert_and_issue(data_dir: Path) -> None:
                    ("202,1", 736560, 136, "R", "cksum", 11908, 0)]
     first_d = int(np.flatnonzero(t.action == ACT_ISSUE)[0])
     assert t.rwbs[first_d] == RWBS_WRITE and t.comm_of(first_d) == "supervise"
+
+
+def test_first_plug_takes_the_tasks_next_device(tmp_path: Path) -> None:
+    """block_plug names no device: a task's plug before its first bio belongs to the device of
+    that bio (not a phantom 0,0, nor another task's device); a task that never names a device
+    gets the last device seen."""
+    p = tmp_path / "plug.txt"
+    p.write_text(
+        "  kworker-5 [001] ..... 0.999999: block_bio_queue: 8,0 W 64 + 8 [kworker]\n"
+        "  dd-7 [000] ..... 1.000000: block_plug: [dd]\n"
+        "  dd-7 [000] ..... 1.000001: block_bio_queue: 8,16 R 8 + 8 [dd]\n"
+        "  dd-7 [000] ..... 1.000002: block_unplug: [dd] 1\n"
+        "  kworker-5 [001] ..... 1.000003: block_plug: [kworker]\n"
+        "  cat-9 [001] ..... 1.000004: block_plug: [cat]\n")
+    t = parse_ftrace(p)
+    assert [dev_str(int(d)) for d in t.dev] == ["8,0", "8,16", "8,16", "8,16", "8,0", "8,16"]
+    assert t.device_ids() == [make_dev(8, 0), make_dev(8, 16)]
+    assert t.action.tolist()[1:4] == [ACT_PLUG, ACT_QUEUE, ACT_UNPLUG_IO]
