@@ -37,23 +37,5 @@ COMPARISON_STATES = (
     (COMPARISON_FAILED, "Failed"),
 )
 
-#: Policy fields of kernel-model.md section 7; a comparison may name the policy under test as
-#: "field=value[,field=value]" (the same spelling as the CLI's --policy and the manifest).
-POLICY_FIELDS = (
-    "split_remainder",
-    "split_nomerge",
-    "raid0_discard",
-    "bio_build",
-    "plug_order",
-    "plug_merge_candidate",
-    "plug_flush_check",
-    "max_plug_count",
-    "sbitmap_wakeup",
-    "tag_preempt",
-    "flags_on_resubmit",
-    "max_sectors_cap_kb",
-    "md_io_opt_align",
-)
-
 #: Archive suffixes accepted as "one bundle per side".
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.zst", ".tar.zstd", ".zip")

@@ -22,16 +22,24 @@ def clean_policy(policy: str) -> str:
 
     A bare field name (the knob under test, no value) is accepted too.
     """
+    from workers.errors import ModelConfigError
+    from workers.model.policy import POLICY_FIELDS, Policy
+
     items = [p.strip() for p in (policy or "").split(",") if p.strip()]
     out = []
     for item in items:
         key, _, value = item.partition("=")
         key = key.strip()
-        if key not in c.POLICY_FIELDS:
+        if key not in POLICY_FIELDS:
             raise UploadRejected(
-                f"policy: unknown field {key!r} (known: {', '.join(c.POLICY_FIELDS)})",
+                f"policy: unknown field {key!r} (known: {', '.join(POLICY_FIELDS)})",
                 field="policy",
             )
+        if value.strip():
+            try:  # the engine checks the value against the field's choices
+                Policy().with_overrides({key: value.strip()})
+            except ModelConfigError as exc:
+                raise UploadRejected(f"policy: {exc}", field="policy") from exc
         out.append(f"{key}={value.strip()}" if value.strip() else key)
     return ",".join(out)
 

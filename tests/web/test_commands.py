@@ -8,6 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from reviewapp.models import AnalysisJob, BundleResult, Comparison, TraceBundle
+from tests.conftest import past_head
 from workers.tasks import run_analysis
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +44,7 @@ def test_import_bundle_and_rerun_failed(tmp_path, seed000_before):
     good = tmp_path / "g.txt"
     good.write_bytes(seed000_before)
     bad = tmp_path / "b.txt"
-    bad.write_bytes(seed000_before + b"8,0 0 1 1.0 1 G R x + 8 [dd]\n")
+    bad.write_bytes(past_head(seed000_before) + b"8,0 0 1 1.0 1 G R x + 8 [dd]\n")
     out = io.StringIO()
     call_command("import_bundle", str(good), "--kernel", "6.1", stdout=out)
     assert "created" in out.getvalue()

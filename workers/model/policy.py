@@ -154,6 +154,11 @@ class Policy:
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Policy))
+
+#: The behaviour fields in declaration order: the one spelling of kernel-model.md section 7 (plus the
+#: fields the captures added), for validation outside the engine (the web's policy field).
+POLICY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Policy)
+                                       if f.name != "name")
 _INT_FIELDS = frozenset({"max_plug_count", "max_sectors_cap_kb"})
 
 

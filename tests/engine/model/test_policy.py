@@ -39,3 +39,12 @@ def test_to_spec_round_trips():
     q = Policy().with_overrides(p.to_spec())
     assert {k: v for k, v in q.to_dict().items() if k != "name"} == \
         {k: v for k, v in p.to_dict().items() if k != "name"}
+
+
+def test_policy_fields_list_every_behaviour_field():
+    """POLICY_FIELDS (what the web validates against) is every field but the preset's name."""
+    from workers.model.policy import POLICY_FIELDS
+
+    assert "name" not in POLICY_FIELDS
+    assert {"split_remainder", "unplug_trace", "dio_bio_limit"} <= set(POLICY_FIELDS)
+    assert len(POLICY_FIELDS) == len(Policy().to_spec().split(","))

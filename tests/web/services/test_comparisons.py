@@ -17,19 +17,26 @@ from reviewapp.services.comparisons import (
 from reviewapp.services.jobs import comparison_refresh_status
 from reviewapp.services.threads import comment_create
 from reviewapp.services.tokens import token_authenticate, token_create, token_revoke
+from tests.conftest import past_head
 from workers.tasks import run_analysis
 
 pytestmark = pytest.mark.django_db
 
 
 def test_clean_policy_accepts_section7_names():
-    """Known fields pass (normalized); unknown fields are refused."""
+    """Known fields pass (normalized, every engine field incl. unplug_trace); unknown fields
+    (section 7 has one spelling: not architecture.md's split_to) and values outside the choices
+    are refused."""
     assert clean_policy(" split_remainder = head , bio_build=align:262144") == \
         "split_remainder=head,bio_build=align:262144"
     assert clean_policy("tag_preempt") == "tag_preempt"
+    assert clean_policy("unplug_trace=not_direct,dio_bio_limit=pages") == \
+        "unplug_trace=not_direct,dio_bio_limit=pages"
     assert clean_policy("") == ""
     with pytest.raises(UploadRejected, match="unknown field 'split_to'"):
         clean_policy("split_to=head")
+    with pytest.raises(UploadRejected, match="split_remainder='sideways'"):
+        clean_policy("split_remainder=sideways")
 
 
 def test_comparison_status_follows_jobs(make_upload, seed000_before, seed000_after, user):
@@ -43,7 +50,7 @@ def test_comparison_status_follows_jobs(make_upload, seed000_before, seed000_aft
         run_analysis(job.pk)
     cmp_.refresh_from_db()
     assert cmp_.status == "ready"
-    bad, _ = bundle_create(files=[make_upload("x", seed000_before + b"8,0 0 1 1 1 G R q + 8 [d]\n")])
+    bad, _ = bundle_create(files=[make_upload("x", past_head(seed000_before) + b"8,0 0 1 1 1 G R q + 8 [d]\n")])
     comparison_add_bundles(comparison=cmp_, side="patched", bundles=[bad])
     run_analysis(AnalysisJob.objects.get(bundle=bad).pk)
     cmp_.refresh_from_db()

@@ -72,14 +72,22 @@ def test_model_panel_replays_baseline_with_old_and_new_policy(finished_compariso
 
 
 def test_model_failure_does_not_fail_the_comparison(db, user):
-    """A policy value the model rejects: the model panel stores a readable error, the rest of
-    the comparison step succeeds."""
-    from reviewapp.models import TraceBundle
+    """A policy value the model rejects (stored before the upload check refused such values, or
+    set through the admin): the model panel stores a readable error, the rest of the comparison
+    step succeeds."""
+    from reviewapp.models import Comparison, TraceBundle
+    from reviewapp.services import UploadRejected
     from reviewapp.services.comparisons import submission_create
 
+    with pytest.raises(UploadRejected, match="split_remainder='bogus'"):
+        submission_create(title="t", baseline_files=model_capture("6.1_W1b"),
+                          patched_files=model_capture("7.2_W1b"),
+                          policy="split_remainder=bogus", user=user)
     comparison, bundles = submission_create(
         title="t", baseline_files=model_capture("6.1_W1b"), patched_files=model_capture("7.2_W1b"),
-        policy="split_remainder=bogus", user=user)
+        policy="split_remainder=head", user=user)
+    Comparison.objects.filter(pk=comparison.pk).update(policy="split_remainder=bogus")
+    comparison.refresh_from_db()
     comparison = finish_comparison(comparison)
     result = ComparisonResult.objects.get(comparison=comparison)
     assert result.state == "succeeded", result.error

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from reviewapp.models import AnalysisJob, Comment
 from reviewapp.services.comparisons import submission_create
+from tests.conftest import past_head
 from workers.tasks import run_analysis
 
 pytestmark = pytest.mark.django_db
@@ -69,16 +70,16 @@ def test_page_with_results_side_by_side(client, comparison):
 def test_page_shows_failure_reason(client, user, make_upload, seed000_before):
     """A failed job's reason (file, line) is on the page."""
     cmp_, _ = submission_create(
-        title="t", baseline_files=[make_upload("bad.txt", seed000_before +
+        title="t", baseline_files=[make_upload("bad.txt", past_head(seed000_before) +
                                                b"8,0 0 1 1.0 1 G R zz + 8 [dd]\n")],
         patched_files=[make_upload("good.txt", seed000_before + b"\n")], user=user)
     for job in AnalysisJob.objects.all():
         run_analysis(job.pk)
     html = client.get(cmp_.get_absolute_url()).content.decode()
-    assert "bad.txt, line 8:" in html
+    assert "bad.txt, line 1008:" in html
     p = client.get(reverse("comparison-progress", args=[cmp_.pk])).json()
     assert p["status"] == "failed" and p["done"]
-    assert any(j["error"].startswith("bad.txt, line 8") for j in p["jobs"])
+    assert any(j["error"].startswith("bad.txt, line 1008") for j in p["jobs"])
 
 
 def test_private_comparison_hidden_from_others(client, other_user, user, make_upload,
