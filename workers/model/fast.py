@@ -297,7 +297,8 @@ def _split_to_limits(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any, P
     if f >= nr:
         return b
     sec = B[b, B_SEC]
-    _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 13, B[b, B_RWBS], sec, 0, sec + f, 0)
+    # X carries the front piece's size, as blk_add_trace_split records the split bio
+    _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 13, B[b, B_RWBS], sec, f, sec + f, 0)
     S[S_NOW] += POL[POL_STEP]
     front = _new_bio(B, FB, S, node, sec, f, B[b, B_OP], B[b, B_RWBS], B[b, B_FLAGS] | F_NOMERGE,
                      B[b, B_UNIT], B[b, B_UP], B[b, B_OFF], B[b, B_SEG], B[b, B_PID], 0)
@@ -316,7 +317,8 @@ def _personality_split(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any,
     node = B[b, B_NODE]
     sec = B[b, B_SEC]
     if POL[POL_HEAD]:
-        _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 13, B[b, B_RWBS], sec, 0, sec + nr, 0)
+        _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 13, B[b, B_RWBS], sec, nr, sec + nr,
+            0)
         S[S_NOW] += POL[POL_STEP]
     front = _new_bio(B, FB, S, node, sec, nr, B[b, B_OP], B[b, B_RWBS], B[b, B_FLAGS],
                      B[b, B_UNIT], B[b, B_UP], B[b, B_OFF], B[b, B_SEG], B[b, B_PID], 0)

@@ -312,7 +312,9 @@ class Engine:
         f = front_len(bio.sector, bio.nr, lim, bio.op, bio.off, bio.seg)
         if f >= bio.nr:
             return bio
-        self.ev(bio.dev, bio.pid, ACT_SPLIT, bio.rwbs, bio.sector, 0, aux=bio.sector + f)
+        # blk_add_trace_split records the split (front) bio: its sector and size, and where
+        # the remainder starts
+        self.ev(bio.dev, bio.pid, ACT_SPLIT, bio.rwbs, bio.sector, f, aux=bio.sector + f)
         self.tick()
         front = bio.piece(f)
         front.flags |= F_NOMERGE
@@ -325,7 +327,7 @@ class Engine:
         """Plain ``bio_split`` + chain + resubmit (md personalities; X only from 6.18's
         ``bio_submit_split_bioset``, which comes with ``split_remainder=head``)."""
         if self.policy.split_remainder == "head":
-            self.ev(bio.dev, bio.pid, ACT_SPLIT, bio.rwbs, bio.sector, 0, aux=bio.sector + nr)
+            self.ev(bio.dev, bio.pid, ACT_SPLIT, bio.rwbs, bio.sector, nr, aux=bio.sector + nr)
             self.tick()
         front = bio.piece(nr)
         self._count(front)

@@ -188,3 +188,27 @@ def test_capture_unplug_events_match_with_depth(name, tmp_path):
     n_unplug = sum(1 for ln in want if ln[1] == "U")
     assert n_unplug == (0 if name.startswith("6.1") else {"7.2_W1b": 400, "7.2_W2a": 600}[name])
     assert got == want
+
+
+@pytest.mark.parametrize("name", ["6.1_W1b", "7.2_W1b"])
+@pytest.mark.parametrize("engine", ["python", "fast"])
+def test_capture_split_events_carry_the_front_size_as_the_binary_trace_does(name, engine,
+                                                                           tmp_path):
+    """md0's X records in the raw blktrace hold the split (front) bio's sector and size
+    (blk_add_trace_split) and the remainder's start; the prediction's X rows hold the same, so
+    `--emit blktrace` reads back through blkparse as `X R`, not `X N`."""
+    from workers.events import ACT_SPLIT, make_dev
+    from workers.traces import ingest
+
+    raw = ingest([DATA / f"{name}.md0.blktrace.0", DATA / f"{name}.md0.blktrace.1"]).table
+    md0 = make_dev(9, 0)
+
+    def splits(t):
+        rows = (t.action == ACT_SPLIT) & (t.dev == md0)
+        return list(zip(t.sector[rows].tolist(), t.nr_sectors[rows].tolist(),
+                        t.aux[rows].tolist()))
+
+    _, pred, _ = _predict(name, tmp_path, engine)
+    real = splits(raw)
+    assert real and all(n > 0 for _, n, _ in real)
+    assert splits(pred) == real
