@@ -224,3 +224,17 @@ def test_sequence_wrap_does_not_reorder_seeks() -> None:
     assert wrapped.seq.min() == 0 and wrapped.seq.max() == 2**32 - 1
     assert (seek_histogram(wrapped, SDA).to_json()
             == seek_histogram(two_cpu_reads(), SDA).to_json())
+
+
+def test_no_seek_has_no_distance_rather_than_zero():
+    """One request makes no seek: mean/median/max are null in the JSON (compare skips them),
+    not 0 (which would read as perfectly sequential)."""
+    from workers.analyzers.seek import SeekHistogram, seek_histogram
+    from workers.events import ACT_ISSUE, EventTable, make_dev
+
+    t = EventTable.from_columns(dev=[make_dev(8, 0)], action=[ACT_ISSUE], sector=[0],
+                                nr_sectors=[8])
+    j = seek_histogram(t, make_dev(8, 0)).to_json()
+    assert j["cnt"] == 0
+    assert j["mean_bytes"] is None and j["median_bytes"] is None and j["max_bytes"] is None
+    assert SeekHistogram.from_json(j).cnt == 0
