@@ -21,8 +21,11 @@ from workers.traces.synth import all_actions_table
 from workers.traces.writers import encode_blktrace
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "traces"
-SETTINGS = settings(max_examples=150, deadline=2000,
+# No per-example deadline: the first example pays numba's one-time compile (tens of seconds on a
+# fresh checkout) and the machine is shared. "Never a hang" is the module's pytest timeout.
+SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
+pytestmark = pytest.mark.timeout(600)
 
 BINARY_SEED = encode_blktrace(all_actions_table())
 
@@ -225,7 +228,7 @@ def test_text_lines_random(fmt: str, text: str) -> None:
         _run_file(blob, lambda p: parse_file(p, name="input", fmt=fmt))
 
 
-@settings(max_examples=60, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(["tar", "tar.gz", "zip"]), st.data())
 def test_archives_mutated(kind: str, data: st.DataObject) -> None:
     """Mutated archives holding a valid trace: result or a ParseError/UnpackError."""

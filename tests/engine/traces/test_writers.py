@@ -75,7 +75,7 @@ def _comm_strings(t: EventTable) -> list[str]:
     return [t.comms[i] for i in t.comm]
 
 
-@settings(max_examples=80, deadline=3000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables(), st.booleans())
 def test_binary_roundtrip(table: EventTable, big_endian: bool) -> None:
     """parse(encode(t)) == t in every column, times relative to the first event."""
@@ -88,7 +88,7 @@ def test_binary_roundtrip(table: EventTable, big_endian: bool) -> None:
     assert _comm_strings(back) == _comm_strings(table)
 
 
-@settings(max_examples=80, deadline=3000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables())
 def test_text_roundtrip(table: EventTable) -> None:
     """write_blkparse then the text parser gives the printed fields back."""
