@@ -274,10 +274,19 @@ def _front_len(sec: int, nr: int, off: int, seg: int, L: Any, node: int) -> int:
         by_size = end - start
     else:
         by_size = max_sectors - max_sectors % lbs
-    u = L[node, L_SEGSIZE]
-    if seg > 0 and seg < u:
-        u = seg
-    reach = (off // u + L[node, L_MAXSEGS]) * u - off
+    # split.segment_reach (bvec_split_segs): segments restart at each run and at the remainder
+    m = L[node, L_SEGSIZE]
+    segs = L[node, L_MAXSEGS]
+    if seg > 0:
+        first = seg - off % seg
+        c0 = -(-first // m)
+        if segs <= c0:
+            reach = segs * m if segs * m < first else first
+        else:
+            c = -(-seg // m)
+            reach = first + ((segs - c0) // c) * seg + ((segs - c0) % c) * m
+    else:
+        reach = segs * m
     by_segs = reach >> 9
     by_segs -= by_segs % lbs
     n = by_size if by_size < by_segs else by_segs

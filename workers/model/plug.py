@@ -146,6 +146,7 @@ def attempt_bio_merge(rq: Request, bio: Bio, nsegs: int, lim: QueueLimits) -> in
     if discard and lim.max_discard_segments > 1:
         if rq.nsegs >= lim.max_discard_segments or \
                 rq.nr + bio.nr > rq_max_sectors(rq.op, rq.sector, lim):
+            rq.nomerge = True  # bio_attempt_discard_merge: no_merge -> req_set_nomerge
             return MERGE_NONE
         rq.nr += bio.nr
         rq.nsegs += 1

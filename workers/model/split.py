@@ -15,9 +15,10 @@ every split emits a ``block_split`` (X) event with the remainder's start as the 
 
 The segment model: a bio's memory is a sequence of physically contiguous runs of ``seg_bytes``
 bytes counted from the bio's first byte (``0`` = one contiguous run). A segment never exceeds
-``max_segment_size`` nor crosses a run, so the bytes reachable with ``max_segments`` segments
-from byte ``o`` are ``(o // u + max_segments) * u - o`` with ``u = min(seg_bytes,
-max_segment_size)``. ``virt_boundary_mask`` and ``seg_boundary_mask`` are not modelled.
+``max_segment_size`` nor crosses a run; each run, and the remaining bio after a split, starts a
+new segment at its own first byte (``bvec_split_segs``), so a 96K run at max_segment_size 64K
+costs two segments (:func:`segment_reach`). ``virt_boundary_mask`` and ``seg_boundary_mask`` are
+not modelled.
 
 :func:`split_bio` is the scalar reference; :func:`split_many` splits many bios at once with numpy
 (one vector step per piece index, so the work is O(bios) array operations per level).
@@ -91,10 +92,29 @@ def segment_unit(lim: QueueLimits, seg_bytes: int) -> int:
     return min(seg_bytes, lim.max_segment_size)
 
 
+def segment_reach(offset_bytes: int, max_segments: int, max_segment_size: int,
+                  seg_bytes: int) -> int:
+    """Bytes from byte ``offset_bytes`` of the bio that ``max_segments`` segments cover.
+
+    ``bvec_split_segs``: each run (bvec) is cut into segments of at most max_segment_size
+    starting at the run's first byte, and the remaining bio starts its first segment at its
+    own first byte (``get_max_segment_size`` only looks at seg_boundary_mask). So the partial
+    run at ``offset_bytes`` costs ceil(left / m) segments and every full run ceil(r / m).
+    """
+    m, segs = max_segment_size, max_segments
+    if seg_bytes <= 0:
+        return segs * m
+    first = seg_bytes - offset_bytes % seg_bytes
+    c0 = -(-first // m)
+    if segs <= c0:
+        return min(segs * m, first)
+    k, rest = divmod(segs - c0, -(-seg_bytes // m))
+    return first + k * seg_bytes + rest * m
+
+
 def max_sectors_by_segments(offset_bytes: int, lim: QueueLimits, seg_bytes: int) -> int:
     """Sectors from byte ``offset_bytes`` of the bio that fit in ``max_segments`` segments."""
-    u = segment_unit(lim, seg_bytes)
-    reach = (offset_bytes // u + lim.max_segments) * u - offset_bytes
+    reach = segment_reach(offset_bytes, lim.max_segments, lim.max_segment_size, seg_bytes)
     sectors = reach >> 9
     lbs = lim.lbs_sectors
     return sectors - sectors % lbs
@@ -219,6 +239,19 @@ def _vec_max_io(sector: npt.NDArray[np.int64], lim: QueueLimits,
     return np.where(end > start, end - start, max_sectors - max_sectors % lbs)
 
 
+def _vec_segment_reach(off: npt.NDArray[np.int64], lim: QueueLimits,
+                       seg: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """:func:`segment_reach` over arrays."""
+    m, segs = lim.max_segment_size, lim.max_segments
+    r = np.where(seg > 0, seg, 1)
+    first = r - off % r
+    c0 = -(-first // m)
+    c = -(-r // m)
+    k, rest = np.divmod(np.maximum(segs - c0, 0), c)
+    runs = np.where(segs <= c0, np.minimum(segs * m, first), first + k * r + rest * m)
+    return np.where(seg > 0, runs, segs * m)
+
+
 def split_many(sector: npt.ArrayLike, nr_sectors: npt.ArrayLike, lim: QueueLimits, *,
                ops: npt.ArrayLike | int = OP_READ,
                seg_bytes: npt.ArrayLike | int = 0) -> SplitPieces:
@@ -239,12 +272,10 @@ def split_many(sector: npt.ArrayLike, nr_sectors: npt.ArrayLike, lim: QueueLimit
     max_discard = min(lim.max_discard_sectors, _UINT_MAX_SECTORS - _UINT_MAX_SECTORS %
                       lim.lbs_sectors)
     max_discard -= max_discard % g
-    u = np.where(segv <= 0, lim.max_segment_size, np.minimum(segv, lim.max_segment_size))
     while len(idx):
         discard = (opv == OP_DISCARD) | (opv == OP_SECURE_ERASE)
         by_size = _vec_max_io(s, lim, opv)
-        reach = (off // u + lim.max_segments) * u - off
-        by_segs = reach >> 9
+        by_segs = _vec_segment_reach(off, lim, segv) >> 9
         by_segs -= by_segs % lim.lbs_sectors
         f = np.minimum(np.minimum(by_size, by_segs), n)
         f = np.where(f <= 0, np.maximum(by_size, lim.lbs_sectors), f)
@@ -270,7 +301,8 @@ def split_many(sector: npt.ArrayLike, nr_sectors: npt.ArrayLike, lim: QueueLimit
         off = off + (f << 9)
         n = n - f
         alive = n > 0
-        idx, s, n, off, opv, u = idx[alive], s[alive], n[alive], off[alive], opv[alive], u[alive]
+        idx, s, n, off, opv = idx[alive], s[alive], n[alive], off[alive], opv[alive]
+        segv = segv[alive]
         step += 1
     if not out_bio:
         e = np.empty(0, np.int64)
