@@ -469,22 +469,10 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
                   preempt: str | None = None, costs: HostCosts | None = None,
                   dev: int = make_dev(8, 0), name: str = "sda", comm: str = "fio",
                   emit_events: bool = True) -> JobsResult:
-    """Discrete-event simulation of psync jobs contending for tags on one disk.
+    """The readable (Python) engine of :func:`simulate_jobs`: same arguments, same result.
 
-    Args:
-        jobs: the workload.
-        limits: the disk's queue limits. ``max_sectors`` decides the split; ``nr_requests``
-            is the tag depth threads sleep on when ``scheduler`` is set (scheduler tags,
-            block/blk-mq-sched.c), ``queue_depth`` the driver tags (requests at the device).
-            Without a scheduler threads sleep on the ``queue_depth`` driver tags.
-        device: service model (default: HDD when ``limits.rotational`` else SATA SSD).
-        policy: reads ``sbitmap_wakeup`` and ``tag_preempt`` (default: :class:`Policy`());
-            ``wakeup`` / ``preempt`` override them.
-        costs: host-side times.
-        emit_events: build the EventTable (turn off for sweeps that only need throughput).
-
-    Returns:
-        :class:`JobsResult`; ``mib_s`` is the measured throughput.
+    The compiled engine (:func:`_jobs_kernel`) must produce identical events; the tests compare
+    the two column by column.
     """
     pol = policy or Policy()
     wake = wakeup or pol.sbitmap_wakeup
