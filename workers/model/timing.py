@@ -463,6 +463,29 @@ class _Job:
     io_busy: list[bool] = field(default_factory=list)
 
 
+def _setup(*, limits: QueueLimits, device: DeviceModel | str | Mapping[str, Any] | None,
+           policy: Policy | None, wakeup: str | None, preempt: str | None,
+           costs: HostCosts | None) -> tuple[str, str, HostCosts, DeviceModel, bool, int,
+                                             TagQueue]:
+    """What both engines of :func:`simulate_jobs` start from: the wake-up and preemption rules,
+    host costs, the device model, and the tag queue threads sleep on (scheduler tags with an
+    elevator, else the driver tags).
+
+    Returns ``(wakeup, preempt, costs, device model, has elevator, tag depth, TagQueue)``.
+    """
+    pol = policy or Policy()
+    wake = wakeup or pol.sbitmap_wakeup
+    pre = preempt or pol.tag_preempt
+    model = default_device(bool(limits.rotational)) if device is None else \
+        device_from_spec(device)
+    elevator = bool(limits.has_elevator)
+    depth = limits.nr_requests if elevator else limits.queue_depth
+    # mq-deadline's dd_depth_updated sets the scheduler map's min_shallow_depth to async_depth.
+    shallow = max(1, 3 * depth // 4) if elevator else None
+    tags = TagQueue(depth, wakeup=wake, preempt=pre, min_shallow_depth=shallow)  # validates
+    return wake, pre, costs or HostCosts(), model, elevator, depth, tags
+
+
 def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
                   device: DeviceModel | str | Mapping[str, Any] | None = None,
                   policy: Policy | None = None, wakeup: str | None = None,
@@ -474,17 +497,8 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
     The compiled engine (:func:`_jobs_kernel`) must produce identical events; the tests compare
     the two column by column.
     """
-    pol = policy or Policy()
-    wake = wakeup or pol.sbitmap_wakeup
-    pre = preempt or pol.tag_preempt
-    hc = costs or HostCosts()
-    model = default_device(bool(limits.rotational)) if device is None else \
-        device_from_spec(device)
-    elevator = limits.has_elevator
-    depth = limits.nr_requests if elevator else limits.queue_depth
-    # mq-deadline's dd_depth_updated sets the scheduler map's min_shallow_depth to async_depth.
-    shallow = max(1, 3 * depth // 4) if elevator else None
-    tags = TagQueue(depth, wakeup=wake, preempt=pre, min_shallow_depth=shallow)
+    wake, pre, hc, model, elevator, depth, tags = _setup(
+        limits=limits, device=device, policy=policy, wakeup=wakeup, preempt=preempt, costs=costs)
     server = DeviceServer(model)
     capacity = int(getattr(model, "capacity_sectors", 1 << 40))
     op = OP_WRITE if jobs.is_write else OP_READ
@@ -1574,16 +1588,8 @@ def _simulate_numba(jobs: FioJobs, *, limits: QueueLimits,
                     device: DeviceModel | str | Mapping[str, Any] | None, policy: Policy | None,
                     wakeup: str | None, preempt: str | None, costs: HostCosts | None, dev: int,
                     name: str, comm: str, emit_events: bool) -> JobsResult:
-    pol = policy or Policy()
-    wake = wakeup or pol.sbitmap_wakeup
-    pre = preempt or pol.tag_preempt
-    hc = costs or HostCosts()
-    model = default_device(bool(limits.rotational)) if device is None else \
-        device_from_spec(device)
-    elevator = limits.has_elevator
-    depth = limits.nr_requests if elevator else limits.queue_depth
-    shallow = max(1, 3 * depth // 4) if elevator else None
-    tags = TagQueue(depth, wakeup=wake, preempt=pre, min_shallow_depth=shallow)  # validates
+    wake, pre, hc, model, elevator, depth, tags = _setup(
+        limits=limits, device=device, policy=policy, wakeup=wakeup, preempt=preempt, costs=costs)
     wcache, w_iface, w_oh = _write_cache_args(model, jobs.is_write)
     capacity = int(getattr(model, "capacity_sectors", 1 << 40))
     starts, spans = _job_regions(jobs, capacity)
