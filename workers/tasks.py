@@ -102,19 +102,33 @@ def run_analysis(job_id: int, *, task_id: str = "") -> str:
         raise
 
 
-class AnalysisTask(Task):
-    """Reports an unexpected exception on the job itself (readable error, state failed)."""
+class ReportingTask(Task):
+    """Reports an unexpected exception on the object the task works on (readable error, state
+    failed), so a crash never leaves a job or a comparison "running" forever. Subclasses name
+    the id argument and the service that marks the object failed."""
+
+    id_arg = ""
+
+    def mark_failed(self, object_id: int, error: str) -> None:
+        raise NotImplementedError
 
     def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any,
                    einfo: Any) -> None:
+        object_id = args[0] if args else kwargs.get(self.id_arg)
+        if object_id is not None:
+            self.mark_failed(int(object_id),
+                             f"internal error in the worker: {type(exc).__name__}: {exc}")
+
+
+class AnalysisTask(ReportingTask):
+    """Marks the analysis job failed."""
+
+    id_arg = "job_id"
+
+    def mark_failed(self, object_id: int, error: str) -> None:
         from reviewapp.services import jobs
 
-        job_id = args[0] if args else kwargs.get("job_id")
-        if job_id is not None:
-            jobs.job_mark_failed(
-                job_id=int(job_id),
-                error=f"internal error in the worker: {type(exc).__name__}: {exc}",
-            )
+        jobs.job_mark_failed(job_id=object_id, error=error)
 
 
 # --- the comparison step ---------------------------------------------------------------------
@@ -254,18 +268,15 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
         return "failed"
 
 
-class CompareTask(Task):
-    """Reports an unexpected exception on the comparison result (readable error, failed)."""
+class CompareTask(ReportingTask):
+    """Marks the comparison result failed."""
 
-    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any,
-                   einfo: Any) -> None:
+    id_arg = "result_id"
+
+    def mark_failed(self, object_id: int, error: str) -> None:
         from reviewapp.services import results as svc
 
-        result_id = args[0] if args else kwargs.get("result_id")
-        if result_id is not None:
-            svc.result_mark_failed(
-                result_id=int(result_id),
-                error=f"internal error in the worker: {type(exc).__name__}: {exc}")
+        svc.result_mark_failed(result_id=object_id, error=error)
 
 
 @app.task(bind=True, base=CompareTask, name="workers.tasks.compare_comparison", acks_late=True)

@@ -213,3 +213,20 @@ def test_missing_event_table_degrades_to_a_model_error(db, user):
     result.refresh_from_db()
     assert result.model["state"] == "error" and "missing from storage" in result.model["error"]
     assert result.verdict["state"] in ("pass", "warn", "fail") and result.report
+
+
+def test_unexpected_error_in_the_comparison_step_reaches_on_failure(finished_comparison):
+    """A crash in the comparison step is recorded readably on a running result; a succeeded
+    result is never turned into a failed one."""
+    from reviewapp import constants as c
+    from workers.tasks import compare_comparison
+
+    result = ComparisonResult.objects.get(comparison=finished_comparison)
+    compare_comparison.on_failure(RuntimeError("boom"), "tid", [result.pk], {}, None)
+    result.refresh_from_db()
+    assert result.state == c.JOB_STATE_SUCCEEDED
+    ComparisonResult.objects.filter(pk=result.pk).update(state=c.JOB_STATE_RUNNING)
+    compare_comparison.on_failure(RuntimeError("boom"), "tid", [], {"result_id": result.pk}, None)
+    result.refresh_from_db()
+    assert result.state == c.JOB_STATE_FAILED
+    assert result.error == "internal error in the worker: RuntimeError: boom"
