@@ -7,7 +7,7 @@ Builds a stored comparison from two generated traces (``--events`` events per si
 generator of bench_analyze.py: Q/G/I/D/C on 8 disks with seeks, merges and writes): parse-free
 (the EventTable is made in memory), analyzed with ``workers.analyzers.analyze``, stored as
 BundleResults in a scratch PostgreSQL database, then the worker's comparison step
-(``workers.tasks.run_compare``: compare, check, seek at every stage, chart payloads, report)
+(``reviewapp.tasks.run_compare``: compare, check, seek at every stage, chart payloads, report)
 runs in this process. gunicorn (``--workers``, ``--threads``) then serves it on 127.0.0.1 and
 ``--clients`` threads (urllib, loopback only) fetch the page HTML and every section's JSON in
 turn for ``--seconds`` (at most ``--requests`` each). Printed: p50/p95/max latency per URL
@@ -97,8 +97,8 @@ def build(events: int, devices: int) -> tuple[int, dict[str, float]]:
     from reviewapp import constants as c
     from reviewapp import storage
     from reviewapp.models import BundleResult, Comparison, ComparisonResult, Patch, TraceBundle
+    from reviewapp.tasks import run_compare
     from workers.analyzers import analyze
-    from workers.tasks import run_compare
 
     timings: dict[str, float] = {}
     patch = Patch.objects.create(title=f"bench: {events} events per side")

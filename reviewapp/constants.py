@@ -39,3 +39,8 @@ COMPARISON_STATES = (
 
 #: Archive suffixes accepted as "one bundle per side".
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.zst", ".tar.zstd", ".zip")
+
+#: Celery task names (reviewapp/tasks.py). Services send by name (``app.send_task``); the
+#: routes (settings.CELERY_TASK_ROUTES) match them. Stable: queued messages carry these names.
+TASK_ANALYZE = "reviewapp.tasks.analyze_bundle"
+TASK_COMPARE = "reviewapp.tasks.compare_comparison"

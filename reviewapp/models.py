@@ -163,7 +163,7 @@ class BundleResult(models.Model):
 class ComparisonResult(models.Model):
     """The comparison-level step (issue 5): compare + check verdict (``verdict``) + model panel + report.
 
-    Written by ``workers.tasks.compare_comparison`` once every bundle of the comparison has
+    Written by ``reviewapp.tasks.compare_comparison`` once every bundle of the comparison has
     results. ``inputs`` records which bundle results and thresholds it was computed from, so a
     new run on either side (or new thresholds) queues it again. The model panel's failure is
     stored in ``model`` (``{"state": "error", "error": ...}``) and never fails the step.

@@ -1,7 +1,7 @@
 """Chart data of the comparison page's lazy sections, computed once by the worker.
 
 Pure functions (no ORM, no request), like :mod:`reviewapp.charts`: the comparison step
-(``workers.tasks.run_compare``) calls :func:`build_payloads` with the stored results of every
+(``reviewapp.tasks.run_compare``) calls :func:`build_payloads` with the stored results of every
 bundle, the seek histograms of every stage and the model panel, and stores one JSON text per
 (section, device, stage) in ``ComparisonChart``. The page fetches a section's JSON when it
 scrolls into view; the server only streams the stored text.

@@ -266,7 +266,7 @@ def finish_comparison(comparison: Any, *, timeout: float = 180.0) -> Any:
 
     from reviewapp.models import AnalysisJob, ComparisonResult
     from reviewapp.services.jobs import comparison_refresh_status
-    from workers.tasks import run_analysis, run_compare
+    from reviewapp.tasks import run_analysis, run_compare
 
     for bundle in list(comparison.baseline_bundles.all()) + list(comparison.patched_bundles.all()):
         for job in AnalysisJob.objects.filter(bundle=bundle, state="queued"):

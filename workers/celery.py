@@ -3,7 +3,9 @@
 Configuration comes from Django settings under the ``CELERY_`` namespace (reviewapp/settings.py):
 JSON only, acks_late, prefetch 1, soft/hard time limits, tasks routed to the "analysis" queue.
 The broker is CELERY_BROKER_URL / REDIS_URL, or kombu's filesystem transport in the embedded
-default. The engine never imports this module (import-linter contract in pyproject.toml).
+default. The engine never imports this module, and this module imports nothing from the web
+side: the tasks (reviewapp/tasks.py) are autodiscovered by name (import-linter contracts in
+pyproject.toml).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewapp.settings")
 
 app = Celery("blkreview")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(lambda: ["workers"], related_name="tasks")
+# The tasks live on the web side (reviewapp/tasks.py): found by name, never imported from here.
+app.autodiscover_tasks(lambda: ["reviewapp"], related_name="tasks")
 
 
 @setup_logging.connect

@@ -93,7 +93,7 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
     Returns None when there is nothing to model (no policy under test and no kernel on either
     side), else ``{"state": "ok", ...predictions, fidelity}`` or ``{"state": "error",
     "error": "..."}`` for the cases a maintainer must fix (no baseline kernel, nothing to vary, no
-    Q events). Anything else raises; the Celery adapter (``workers.tasks.model_panel``) reports
+    Q events). Anything else raises; the Celery adapter (``reviewapp.tasks.model_panel``) reports
     it on the panel so the observed comparison stands on its own.
 
     Old policy: the baseline kernel's preset. New policy: the patched kernel's preset (or the

@@ -1,6 +1,6 @@
 """AnalysisJob lifecycle: create + queue on commit, start, progress, fail, store results.
 
-The Celery task (workers/tasks.py) calls these with a job id. Results are written in one
+The Celery task (reviewapp/tasks.py) calls these with a job id. Results are written in one
 transaction together with the job's final state, so a failed job never leaves half-written
 results and a reader never sees "succeeded" without results.
 """
@@ -23,12 +23,11 @@ log = logging.getLogger(__name__)
 
 def _send(job_id: int, task_id: str) -> None:
     """Publish the task; called after commit so the worker finds the row."""
-    from workers.tasks import analyze_bundle
+    from workers.celery import app
 
     try:
-        analyze_bundle.apply_async(
-            args=[job_id], task_id=task_id, queue=settings.BLKREVIEW_ANALYSIS_QUEUE
-        )
+        app.send_task(c.TASK_ANALYZE, args=[job_id], task_id=task_id,
+                      queue=settings.BLKREVIEW_ANALYSIS_QUEUE)
     except Exception as exc:  # broker down: say so on the job instead of a 500 after commit
         log.exception("could not queue job %s", job_id)
         job_mark_failed(job_id=job_id, error=f"could not queue the analysis: {exc}")

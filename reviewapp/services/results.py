@@ -1,7 +1,7 @@
 """The comparison-level step: queue it when every bundle has results, record its life.
 
 ``comparison_result_ensure`` is called whenever a comparison's status is refreshed; it queues
-``workers.tasks.compare_comparison`` (after commit) when the comparison is ready and its stored
+the comparison task (:data:`reviewapp.constants.TASK_COMPARE`, after commit) when the comparison is ready and its stored
 result was computed from other inputs (another run added, thresholds or policy changed) or
 does not exist. The task calls ``result_start`` / ``result_progress`` / ``result_store`` /
 ``result_mark_failed``; results, charts and the final state are written in one transaction.
@@ -77,11 +77,11 @@ def result_inputs(comparison: Comparison) -> dict[str, Any]:
 
 
 def _send(result_id: int, task_id: str) -> None:
-    from workers.tasks import compare_comparison
+    from workers.celery import app
 
     try:
-        compare_comparison.apply_async(args=[result_id], task_id=task_id,
-                                       queue=settings.BLKREVIEW_ANALYSIS_QUEUE)
+        app.send_task(c.TASK_COMPARE, args=[result_id], task_id=task_id,
+                      queue=settings.BLKREVIEW_ANALYSIS_QUEUE)
     except Exception as exc:
         log.exception("could not queue comparison result %s", result_id)
         result_mark_failed(result_id=result_id, error=f"could not queue the comparison: {exc}")

@@ -147,8 +147,8 @@ def test_seed000_upload_worker_results_and_page(celery_worker, live_server, toke
     assert requests.get(f"{live_server.url}/static/reviewapp/plotly.min.js",
                         timeout=10).status_code == 200
     log = celery_worker["log"].read_text()
-    assert "workers.tasks.analyze_bundle" in log and "succeeded" in log
-    assert "workers.tasks.compare_comparison" in log
+    assert "reviewapp.tasks.analyze_bundle" in log and "succeeded" in log
+    assert "reviewapp.tasks.compare_comparison" in log
 
 
 def poll_check(session: requests.Session, url: str, waiter) -> dict:

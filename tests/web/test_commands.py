@@ -8,8 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from reviewapp.models import AnalysisJob, BundleResult, Comparison, TraceBundle
+from reviewapp.tasks import run_analysis
 from tests.conftest import past_head
-from workers.tasks import run_analysis
 
 pytestmark = pytest.mark.django_db
 

@@ -80,4 +80,4 @@ def test_celery_settings_for_long_jobs(tmp_path):
     assert s["serializer"] == "json" and s["accept"] == ["json"]
     assert s["acks_late"] is True and s["prefetch"] == 1
     assert 0 < s["soft"] < s["hard"]
-    assert s["routes"] == {"workers.tasks.*": {"queue": "analysis"}}
+    assert s["routes"] == {"reviewapp.tasks.*": {"queue": "analysis"}}

@@ -102,7 +102,7 @@ class Command(BaseCommand):
         """Analyze both sides and run the comparison step in this process (what the tasks do)."""
         from reviewapp.models import ComparisonResult
         from reviewapp.services.jobs import comparison_refresh_status
-        from workers.tasks import run_analysis, run_compare
+        from reviewapp.tasks import run_analysis, run_compare
 
         bundles = list(comparison.baseline_bundles.all()) + list(comparison.patched_bundles.all())
         for bundle in bundles:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reviewapp.models import AnalysisJob, Comparison
-from workers.tasks import run_analysis
+from reviewapp.tasks import run_analysis
 
 pytestmark = pytest.mark.django_db
 

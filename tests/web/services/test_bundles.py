@@ -69,10 +69,10 @@ def test_bundle_create_queues_one_job(make_upload, seed000_before, django_captur
                                       monkeypatch, settings):
     """A new bundle gets an AnalysisJob that is published only after the commit."""
     sent = []
-    from workers import tasks
+    from workers.celery import app
 
-    monkeypatch.setattr(tasks.analyze_bundle, "apply_async",
-                        lambda args, task_id, queue: sent.append((args, task_id, queue)))
+    monkeypatch.setattr(app, "send_task",
+                        lambda name, args, task_id, queue: sent.append((name, args, task_id, queue)))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         bundle, _ = bundle_create(files=[make_upload("a", seed000_before)])
         assert sent == []
@@ -80,7 +80,8 @@ def test_bundle_create_queues_one_job(make_upload, seed000_before, django_captur
     assert job.state == "queued" and job.progress == 0
     for cb in callbacks:
         cb()
-    assert sent == [([job.pk], job.celery_task_id, settings.BLKREVIEW_ANALYSIS_QUEUE)]
+    assert sent == [("reviewapp.tasks.analyze_bundle", [job.pk], job.celery_task_id,
+                     settings.BLKREVIEW_ANALYSIS_QUEUE)]
 
 
 def test_bundle_create_rejects_empty_upload():
@@ -105,7 +106,7 @@ def test_bundle_create_rejects_all_empty_files(make_upload):
 def test_bundle_create_accepts_idle_cpu_file_and_analysis_skips_it(make_upload, user):
     """An empty per-CPU .blktrace.N beside a non-empty one is stored; ingest skips it."""
     from reviewapp.models import BundleResult
-    from workers.tasks import run_analysis
+    from reviewapp.tasks import run_analysis
 
     demo = Path(__file__).resolve().parents[3] / "reviewapp" / "demo" / "k61_W1b"
     data = (demo / "vda.blktrace.0").read_bytes()

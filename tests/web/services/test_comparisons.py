@@ -17,8 +17,8 @@ from reviewapp.services.comparisons import (
 from reviewapp.services.jobs import comparison_refresh_status
 from reviewapp.services.threads import comment_create
 from reviewapp.services.tokens import token_authenticate, token_create, token_revoke
+from reviewapp.tasks import run_analysis
 from tests.conftest import past_head
-from workers.tasks import run_analysis
 
 pytestmark = pytest.mark.django_db
 

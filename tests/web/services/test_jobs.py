@@ -8,8 +8,8 @@ from django.core.files.storage import default_storage
 from reviewapp.models import AnalysisJob, BundleResult
 from reviewapp.services.bundles import bundle_create
 from reviewapp.services.jobs import job_mark_failed, job_progress, job_start, job_store_results
+from reviewapp.tasks import run_analysis
 from tests.conftest import past_head
-from workers.tasks import run_analysis
 
 pytestmark = pytest.mark.django_db
 
@@ -109,7 +109,7 @@ def test_manifest_kernel_fills_bundle_kernel(make_upload, seed000_before):
 def test_unexpected_error_reaches_on_failure(make_upload, seed000_before, monkeypatch):
     """An engine bug propagates out of the task body and on_failure records it readably."""
     import workers.analyzers
-    from workers.tasks import analyze_bundle
+    from reviewapp.tasks import analyze_bundle
 
     bundle, job = _bundle(make_upload, seed000_before)
 
@@ -129,7 +129,7 @@ def test_unexpected_error_reaches_on_failure(make_upload, seed000_before, monkey
 def test_succeeded_job_is_never_marked_failed_afterwards(make_upload, seed000_before):
     """An error after the results are stored (e.g. queueing the comparison step) leaves the
     job succeeded and its EventTable in storage."""
-    from workers.tasks import run_analysis as run
+    from reviewapp.tasks import run_analysis as run
 
     bundle, job = _bundle(make_upload, seed000_before)
     assert run(job.pk) == "succeeded"

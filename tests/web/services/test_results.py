@@ -195,7 +195,7 @@ def test_missing_event_table_degrades_to_a_model_error(db, user):
     from reviewapp.models import BundleResult
     from reviewapp.services.comparisons import submission_create
     from reviewapp.services.jobs import comparison_refresh_status
-    from workers.tasks import run_analysis, run_compare
+    from reviewapp.tasks import run_analysis, run_compare
 
     comparison, bundles = submission_create(
         title="t", baseline_files=model_capture("6.1_W1b"), patched_files=model_capture("7.2_W1b"),
@@ -219,7 +219,7 @@ def test_unexpected_error_in_the_comparison_step_reaches_on_failure(finished_com
     """A crash in the comparison step is recorded readably on a running result; a succeeded
     result is never turned into a failed one."""
     from reviewapp import constants as c
-    from workers.tasks import compare_comparison
+    from reviewapp.tasks import compare_comparison
 
     result = ComparisonResult.objects.get(comparison=finished_comparison)
     compare_comparison.on_failure(RuntimeError("boom"), "tid", [result.pk], {}, None)

@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from reviewapp.models import AnalysisJob, Comment
 from reviewapp.services.comparisons import submission_create
+from reviewapp.tasks import run_analysis
 from tests.conftest import past_head
-from workers.tasks import run_analysis
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,10 @@
 """Celery tasks, thin: job id -> files from storage -> engine -> results through a service.
 
+The tasks belong to the web side (they use the ORM and the services); ``workers/`` is the pure
+engine plus the Celery app (``workers.celery``), which finds this module by autodiscovery.
+Services send the tasks by name (:data:`reviewapp.constants.TASK_ANALYZE`,
+:data:`reviewapp.constants.TASK_COMPARE`), so nothing imports this module to enqueue.
+
 ``analyze_bundle(job_id)`` parses and analyzes one bundle; the work itself is
 :func:`run_analysis`, a plain function (``manage.py load_demo`` calls it in-process; the worker
 calls it through the task). ``compare_comparison(result_id)`` is the comparison-level step
@@ -21,6 +26,7 @@ from typing import Any
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
 
+from reviewapp import constants as c
 from workers import whatif
 from workers.celery import app
 from workers.errors import BlkreviewError
@@ -279,7 +285,7 @@ class CompareTask(ReportingTask):
         svc.result_mark_failed(result_id=object_id, error=error)
 
 
-@app.task(bind=True, base=CompareTask, name="workers.tasks.compare_comparison", acks_late=True)
+@app.task(bind=True, base=CompareTask, name=c.TASK_COMPARE, acks_late=True)
 def compare_comparison(self: Task, result_id: int, **kwargs: Any) -> str:
     """The comparison-level step (Celery entry point; see :func:`run_compare`)."""
     if kwargs:
@@ -287,7 +293,7 @@ def compare_comparison(self: Task, result_id: int, **kwargs: Any) -> str:
     return run_compare(int(result_id), task_id=self.request.id or "")
 
 
-@app.task(bind=True, base=AnalysisTask, name="workers.tasks.analyze_bundle", acks_late=True)
+@app.task(bind=True, base=AnalysisTask, name=c.TASK_ANALYZE, acks_late=True)
 def analyze_bundle(self: Task, job_id: int, **kwargs: Any) -> str:
     """Parse and analyze one bundle (Celery entry point; see :func:`run_analysis`)."""
     if kwargs:
