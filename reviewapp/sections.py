@@ -610,6 +610,7 @@ def model_section(model: Mapping[str, Any] | None, dev: str,
         notes.append(f"predicted device {pdev} stands for observed {dev}")
     if fid.get("error"):
         notes.append(f"fidelity: {fid['error']}")
+    notes.extend(f"kernel preset: {w}" for w in model.get("warnings") or [])
     return {"charts": charts, "tables": tables, "notes": notes}
 
 

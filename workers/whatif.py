@@ -22,6 +22,7 @@ from workers.compare import fidelity, matched_in_order
 from workers.events import ACT_ISSUE, ACT_QUEUE, EventTable, dev_str, parse_dev
 from workers.model import (
     bios_from_table,
+    kernel_version_warnings,
     preset_for_kernel,
     replay,
     stack_from_manifest,
@@ -152,6 +153,8 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
         "device_map": device_map,
         "predicted_old": slim(r_old), "predicted_new": slim(r_new),
         "fidelity": fidelity,
+        "warnings": [w for k in dict.fromkeys([baseline_kernel, patched_kernel]) if k
+                     for w in kernel_version_warnings(k)],
     }
 
 

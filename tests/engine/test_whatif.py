@@ -104,3 +104,17 @@ def test_stack_text_that_is_not_a_spec_says_the_model_used_one_disk(tmp_path):
                        table=table, observed=analyze(table))
     assert spec["stack_note"] == "from the bundle's stack spec 'disk:max_sectors_kb=512'"
 
+
+
+def test_guessed_kernel_version_is_a_warning_on_the_panel(tmp_path):
+    """A distribution ABI the preset table cannot place is modelled, and the panel says so."""
+    table, _ = _capture("7.2_W2a", tmp_path)
+    panel = model_panel(policy="split_remainder=head", baseline_kernel="6.12.0-31-amd64",
+                        patched_kernel="", manifest=None, stack_text="", workload="",
+                        table=table, observed=analyze(table))
+    assert panel["state"] == "ok"
+    assert any("distribution ABI" in w for w in panel["warnings"])
+    exact = model_panel(policy="split_remainder=head", baseline_kernel="7.2.13",
+                        patched_kernel="", manifest=None, stack_text="", workload="",
+                        table=table, observed=analyze(table))
+    assert exact["warnings"] == []

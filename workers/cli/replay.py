@@ -64,6 +64,7 @@ def predict(args: argparse.Namespace) -> tuple[EventTable, Any, Any]:
     from workers.model import (
         bios_from_table,
         bios_from_workload,
+        kernel_version_warnings,
         preset_for_kernel,
         replay,
         stack_from_manifest,
@@ -92,6 +93,8 @@ def predict(args: argparse.Namespace) -> tuple[EventTable, Any, Any]:
     if not kernel:
         raise ModelConfigError("give --kernel (or a manifest with kernel = ...)")
     policy = preset_for_kernel(str(kernel)).with_overrides(args.policy)
+    for warning in kernel_version_warnings(str(kernel)):
+        print(f"replay: warning: {warning}", file=sys.stderr)
     if args.workload:
         bios = bios_from_workload(args.workload, seed=args.seed)
     elif table_in is not None:

@@ -10,10 +10,10 @@ Public API (issue 4; kernel-model.md is the spec, docs/model.md the notes):
 
 from workers.model.limits import QueueLimits
 from workers.model.policy import Policy
-from workers.model.presets import preset_for_kernel
+from workers.model.presets import kernel_version_warnings, preset_for_kernel
 from workers.model.replay import BioStream, bios_from_table, bios_from_workload, replay
 from workers.model.stack import Node, Stack, stack_from_manifest, stack_from_spec
 
 __all__ = ["BioStream", "Node", "Policy", "QueueLimits", "Stack", "bios_from_table",
-           "bios_from_workload", "preset_for_kernel", "replay", "stack_from_manifest",
+           "bios_from_workload", "kernel_version_warnings", "preset_for_kernel", "replay", "stack_from_manifest",
            "stack_from_spec"]

@@ -28,12 +28,17 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "plug_flush_check": ("newest", "oldest"),
     "max_plug_count": (16, 32),
     "sbitmap_wakeup": ("per_queue", "global"),
-    "tag_preempt": ("always", "seed003"),
+    "tag_preempt": ("always", "waiters_first"),
     "flags_on_resubmit": ("reset", "preserve"),
     "max_sectors_cap_kb": (1280, 4096),
     "md_io_opt_align": ("off", "on"),
     "dio_bio_limit": ("vecs", "pages"),
     "unplug_trace": ("always", "not_direct"),
+}
+
+#: Old spellings still accepted (stored comparisons and scripts may carry them): field -> old -> new.
+VALUE_ALIASES: dict[str, dict[str, str]] = {
+    "tag_preempt": {"seed003": "waiters_first"},
 }
 
 
@@ -57,7 +62,10 @@ class Policy:
         plug_flush_check: which request the 128K check of ``blk_add_rq_to_plug`` measures.
         max_plug_count: BLK_MAX_REQUEST_COUNT.
         sbitmap_wakeup: ``per_queue`` wait_cnt (<= 6.1) or ``global`` completion counter.
-        tag_preempt: ``always`` or ``seed003`` (the seed 003 series).
+        tag_preempt: ``always`` (a newcomer takes a freed tag even while threads sleep) or
+            ``waiters_first`` (the seed 003 series: no preemption while more than 8 threads
+            wait, except split continuations and threads that slept; wake-ups sized by the
+            tags waiters need). The old spelling ``seed003`` is accepted as an alias.
         flags_on_resubmit: a stacked driver (bcache) ``reset``s or ``preserve``s op flags.
         max_sectors_cap_kb: BLK_DEF_MAX_SECTORS_CAP in KiB.
         md_io_opt_align: md sets chunk_sectors to the stripe width (seen on 7.2).
@@ -89,6 +97,8 @@ class Policy:
     name: str = "custom"
 
     def __post_init__(self) -> None:
+        if self.tag_preempt in VALUE_ALIASES.get("tag_preempt", {}):
+            object.__setattr__(self, "tag_preempt", VALUE_ALIASES["tag_preempt"][self.tag_preempt])
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name == "name":

@@ -85,6 +85,45 @@ def parse_kernel_version(text: str) -> Version:
     return major, minor, sub
 
 
+#: The newest kernel the change points were checked against (a newer one takes its preset).
+NEWEST_KNOWN: Version = (7, 2, 13)
+
+
+def kernel_version_warnings(text: str) -> list[str]:
+    """What a reader must know about how ``text`` was mapped to a preset, one sentence each.
+
+    The preset table is keyed by upstream stable versions; a distribution ABI name
+    ("6.12.0-31-amd64" without a known sublevel, RHEL's "5.14.0-427.el9") hides which stable
+    backports are in, a kernel older than the oldest change point takes that one's behaviour,
+    and one newer than the newest known takes the newest. None of these is an error (the model
+    still runs), but each is a guess the model panel and the CLI must say out loud.
+    Returns an empty list for a version the table covers exactly.
+
+    Raises:
+        ModelConfigError: no version number in ``text``.
+    """
+    version = parse_kernel_version(text)
+    s = str(text).strip()
+    out: list[str] = []
+    m = re.search(r"(?<![\d.])v?(\d+)\.(\d+)\.0-(\d+)", s)
+    label = ".".join(str(v) for v in version)
+    if re.search(r"\.el\d+", s):
+        out.append(f"{s!r} is a RHEL-style kernel: its backports are not in the preset table; "
+                   f"modelled as upstream {label}")
+    elif m and version[2] == 0 and "Debian" not in s:
+        out.append(f"{s!r} names a distribution ABI, not a stable version: the sublevel is "
+                   f"unknown, modelled as {label} (stable backports inside "
+                   f"{version[0]}.{version[1]} may differ)")
+    oldest = CHANGES[0][0]
+    if version < oldest:
+        out.append(f"{label} is older than the oldest preset ({'.'.join(map(str, oldest))}): "
+                   "modelled with that preset's behaviour")
+    elif version[:2] > NEWEST_KNOWN[:2]:
+        out.append(f"{label} is newer than the newest kernel the presets were checked against "
+                   f"({'.'.join(map(str, NEWEST_KNOWN))}): modelled with its preset")
+    return out
+
+
 def preset_for_version(version: Version) -> Policy:
     """The policy of a parsed version (every change point at or below it)."""
     fields: dict[str, Any] = {}

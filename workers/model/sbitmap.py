@@ -22,7 +22,8 @@ Two policy switches (kernel-model.md section 4 and 7):
 
 ``tag_preempt``
     ``always``: ``__blk_mq_get_tag`` is tried before any wait, so a newcomer takes a freed tag
-    even while hundreds of threads sleep (tag preemption). ``seed003``: Yu Kuai's RFC v2
+    even while hundreds of threads sleep (tag preemption). ``waiters_first`` (spelled
+    ``seed003`` before; still accepted): waiters get freed tags before newcomers, as in Yu Kuai's RFC v2
     series (seed 003): no preemption once more than 8 threads wait (``preempt_tag``: patch 4)
     unless free tags reached ``2 * wake_batch`` at the last wake-up (patch 5), a thread that
     slept once or a split bio after the first piece always preempts (patches 4 and 6), a
@@ -49,7 +50,7 @@ SBQ_WAIT_QUEUES = 8
 SBQ_WAKE_BATCH = 8
 
 WAKEUPS = ("per_queue", "global")
-PREEMPTS = ("always", "seed003")
+PREEMPTS = ("always", "waiters_first")
 
 
 def sbitmap_shift(depth: int) -> int:
@@ -118,7 +119,7 @@ class TagQueue:
     """A ``struct sbitmap_queue`` of ``depth`` tags with 8 wait queues.
 
     Thread ids are ints chosen by the caller. Every method is O(1) or O(8) except the
-    ``seed003`` wake-up, which walks waiters until ``wake_batch`` tags are covered.
+    ``waiters_first`` wake-up, which walks waiters until ``wake_batch`` tags are covered.
     """
 
     def __init__(self, depth: int, *, wakeup: str = "global", preempt: str = "always",
@@ -126,7 +127,7 @@ class TagQueue:
         if wakeup not in WAKEUPS:
             raise ModelConfigError(f"sbitmap_wakeup={wakeup!r}: expected per_queue | global")
         if preempt not in PREEMPTS:
-            raise ModelConfigError(f"tag_preempt={preempt!r}: expected always | seed003")
+            raise ModelConfigError(f"tag_preempt={preempt!r}: expected always | waiters_first")
         if depth <= 0:
             raise ModelConfigError(f"tag depth must be positive, not {depth}")
         self.depth = int(depth)
@@ -203,7 +204,7 @@ class TagQueue:
         """``bt_wait_ptr`` + ``sbitmap_prepare_to_wait``: queue the thread; returns the queue.
 
         ``nr_tags`` (seed003 patch 7, ``wait.nr_tags``) is how many tags the thread's bio
-        still needs; only the ``seed003`` wake-up reads it.
+        still needs; only the ``waiters_first`` wake-up reads it.
         """
         if thread in self._where:
             raise ValueError(f"thread {thread} is already waiting")
@@ -272,7 +273,7 @@ class TagQueue:
     def _wake_nr(self, ws: _WaitState, nr: int) -> int:
         """How many threads of ``ws`` to wake for ``nr`` tags.
 
-        ``always``: ``nr`` (wake_up_nr). ``seed003``: ``get_wake_nr`` (patch 8): walk the queue
+        ``always``: ``nr`` (wake_up_nr). ``waiters_first``: ``get_wake_nr`` (patch 8): walk the queue
         and stop at the thread whose remaining need covers what is left of ``nr``.
         """
         if self.preempt == "always":
@@ -303,7 +304,7 @@ class TagQueue:
         self.completion_cnt += nr
         while self.completion_cnt - self.wakeup_cnt >= self.wake_batch:
             self.wakeup_cnt += self.wake_batch
-            if self.preempt == "seed003":
+            if self.preempt == "waiters_first":
                 self.force_preemption = self.free >= 2 * self.wake_batch
             left = self.wake_batch
             idx = self.wake_index
@@ -312,7 +313,7 @@ class TagQueue:
                 idx = (idx + 1) % SBQ_WAIT_QUEUES  # advance before checking the queue
                 if not ws.waiters:
                     continue
-                if self.preempt == "seed003":
+                if self.preempt == "waiters_first":
                     # get_wake_nr: each woken thread covers the tags its bio still needs.
                     while left > 0 and ws.waiters:
                         thread = ws.waiters.popleft()
@@ -329,7 +330,7 @@ class TagQueue:
         """``__sbq_wake_up`` (<= 6.1), or the seed003 rewrite of it (patches 3, 5, 8)."""
         if not self.ws_active:
             return
-        if self.preempt == "seed003":
+        if self.preempt == "waiters_first":
             idx = self.wake_index
             ws = self.ws[idx]
             ws.wait_cnt -= 1

@@ -73,7 +73,7 @@ from workers.model.device import (
     device_from_spec,
 )
 from workers.model.limits import QueueLimits
-from workers.model.policy import Policy
+from workers.model.policy import VALUE_ALIASES, Policy
 from workers.model.sbitmap import TagQueue
 from workers.model.split import OP_READ, OP_WRITE, split_bio
 
@@ -476,6 +476,7 @@ def _setup(*, limits: QueueLimits, device: DeviceModel | str | Mapping[str, Any]
     pol = policy or Policy()
     wake = wakeup or pol.sbitmap_wakeup
     pre = preempt or pol.tag_preempt
+    pre = VALUE_ALIASES["tag_preempt"].get(pre, pre)
     model = default_device(bool(limits.rotational)) if device is None else \
         device_from_spec(device)
     elevator = bool(limits.has_elevator)
@@ -689,7 +690,7 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
         if job.waiting:
             tags.finish_wait(j)
             job.waiting = False
-            if pre == "seed003":
+            if pre == "waiters_first":
                 job.preempt_after_sleep = True  # data->preemption = true after io_schedule
         if job.k >= len(job.pieces):
             if job.inflight_ios >= iodepth or job.stopped or not new_io(job, t):
@@ -697,7 +698,7 @@ def _simulate_python(jobs: FioJobs, *, limits: QueueLimits,
                 return
         s, n = job.pieces[job.k]
         last = job.k == len(job.pieces) - 1
-        preemption = job.preempt_after_sleep or (pre == "seed003" and job.k > 0)
+        preemption = job.preempt_after_sleep or (pre == "waiters_first" and job.k > 0)
         tag = tags_get(preemption)
         if tag is None:
             if not job.slept_for_piece:
@@ -878,7 +879,7 @@ def _wq_pop(wq: npt.NDArray[np.int64], wh: npt.NDArray[np.int64], wn: npt.NDArra
     """wake_up_nr on wait queue ``w``: pop waiters in order until ``limit`` is covered.
 
     Each thread covers 1 (``wake_up_nr``) or, with ``by_need``, the tags it still needs
-    (seed003 ``get_wake_nr``). Returns (new woken count, covered).
+    (``waiters_first``: seed 003's ``get_wake_nr``). Returns (new woken count, covered).
     """
     covered = 0
     while covered < limit and wn[w] > 0:
@@ -1599,7 +1600,7 @@ def _simulate_numba(jobs: FioJobs, *, limits: QueueLimits,
         jobs.numjobs, jobs.seed, int(jobs.is_random), int(jobs.is_write), jobs.bs >> 9,
         jobs.count, end_ns, jobs.ramp_ns, hc.submit_ns, hc.wakeup_ns, hc.think_ns,
         int(elevator), limits.queue_depth, depth, tags.wake_batch,
-        1 if wake == "global" else 0, 1 if pre == "seed003" else 0,
+        1 if wake == "global" else 0, 1 if pre == "waiters_first" else 0,
         DD_WRITE_EXPIRE_NS if jobs.is_write else DD_READ_EXPIRE_NS, DD_FIFO_BATCH,
         int(emit_events), mod_l, jobs.iodepth, wcache,
     ], dtype=np.int64)
@@ -1656,7 +1657,7 @@ def seed003_limits(max_sectors_kb: int = 128) -> QueueLimits:
 
 
 def numjobs_sweep(numjobs: Sequence[int] = SEED003_NUMJOBS, *,
-                  preempts: Sequence[str] = ("always", "seed003"), wakeup: str = "per_queue",
+                  preempts: Sequence[str] = ("always", "waiters_first"), wakeup: str = "per_queue",
                   bs: int = MIB, limits: QueueLimits | None = None,
                   device: DeviceModel | str | Mapping[str, Any] | None = None,
                   runtime_ns: int = 12_000_000_000, ramp_ns: int = 2_000_000_000,

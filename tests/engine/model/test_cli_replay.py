@@ -69,3 +69,11 @@ def test_cli_bad_input_is_a_one_line_error(capsys, tmp_path):
     bad.write_text("kernel = [unclosed\n")
     rc, _, err = _run(["--workload", "dd:bs=1m", "--manifest", str(bad)], capsys)
     assert rc == 2 and "blkreview.toml" in err
+
+
+def test_cli_guessed_kernel_version_warns_on_stderr(capsys):
+    """A distribution ABI version is modelled, and the guess is said on stderr."""
+    rc, out, err = _run(["--workload", "dd:bs=1m,count=2", "--stack", "disk",
+                         "--kernel", "6.12.0-31-amd64"], capsys)
+    assert rc == 0
+    assert "replay: warning:" in err and "distribution ABI" in err

@@ -47,3 +47,25 @@ def test_backport_and_newer_than_newest():
     newest = preset_for_kernel("7.2")
     assert far.to_spec() == newest.to_spec()
     assert preset_for_kernel("6.1.0-57-amd64").name == "linux-6.1.192"
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("6.12.0-31-amd64", "distribution ABI"),
+    ("5.14.0-427.13.1.el9_4.x86_64", "RHEL-style"),
+    ("4.4.0", "older than the oldest preset"),
+    ("8.1", "newer than the newest kernel"),
+])
+def test_guessed_versions_carry_a_warning(text, needle):
+    """A version the preset table cannot place exactly is modelled, and says so."""
+    from workers.model.presets import kernel_version_warnings
+
+    warnings = kernel_version_warnings(text)
+    assert len(warnings) == 1 and needle in warnings[0]
+    preset_for_kernel(text)  # still modelled
+
+
+@pytest.mark.parametrize("text", ["6.1.0-57-amd64", "7.2.13+deb14-amd64", "6.18.15", "v6.18-rc3"])
+def test_known_versions_have_no_warning(text):
+    from workers.model.presets import kernel_version_warnings
+
+    assert kernel_version_warnings(text) == []

@@ -106,7 +106,7 @@ def test_finish_wait_unaccounts_woken_and_abandoned_waiters() -> None:
 
 def test_seed003_no_preemption_once_more_than_eight_wait() -> None:
     """seed003 patch 4: with ws_active > 8, a fresh bio does not take a free tag."""
-    q = TagQueue(64, preempt="seed003", wakeup="per_queue")
+    q = TagQueue(64, preempt="waiters_first", wakeup="per_queue")
     q.force_preemption = False
     tags = _full(q)
     for thread in range(100, 109):
@@ -119,7 +119,7 @@ def test_seed003_no_preemption_once_more_than_eight_wait() -> None:
 
 def test_seed003_forces_preemption_when_enough_tags_are_free() -> None:
     """seed003 patch 5: at a wake-up with >= 2 * wake_batch free tags, preemption is forced."""
-    q = TagQueue(64, preempt="seed003", wakeup="per_queue")
+    q = TagQueue(64, preempt="waiters_first", wakeup="per_queue")
     tags = _full(q)
     for thread in range(100, 120):
         q.prepare_to_wait(thread)
@@ -135,7 +135,7 @@ def test_seed003_forces_preemption_when_enough_tags_are_free() -> None:
 def test_seed003_wakes_by_required_tags() -> None:
     """seed003 patch 8: a waiter needing 8 tags covers a whole batch, so one thread wakes."""
     for wakeup in ("per_queue", "global"):
-        q = TagQueue(64, preempt="seed003", wakeup=wakeup)
+        q = TagQueue(64, preempt="waiters_first", wakeup=wakeup)
         tags = _full(q)
         q.hctx_wait_index = 0
         q.prepare_to_wait(1, nr_tags=8)
@@ -155,7 +155,7 @@ def test_seed003_wakes_by_required_tags() -> None:
 
 def test_seed003_wake_index_moves_to_the_fullest_queue() -> None:
     """seed003 patch 3: after a batch, wake_index goes to the other queue with most waiters."""
-    q = TagQueue(64, preempt="seed003", wakeup="per_queue")
+    q = TagQueue(64, preempt="waiters_first", wakeup="per_queue")
     tags = _full(q)
     for thread in range(40):
         q.hctx_wait_index = 5 if thread < 30 else 0
@@ -175,3 +175,12 @@ def test_bad_policy_values_raise_typed_errors() -> None:
         TagQueue(0)
     with pytest.raises(ModelConfigError):
         calc_wake_batch(0)
+
+
+def test_tag_preempt_old_spelling_seed003_is_an_alias_of_waiters_first() -> None:
+    """Stored comparisons may name ``tag_preempt=seed003``: it reads as ``waiters_first``."""
+    from workers.model.policy import Policy
+
+    assert Policy(tag_preempt="seed003").tag_preempt == "waiters_first"
+    assert Policy().with_overrides("tag_preempt=seed003").tag_preempt == "waiters_first"
+    assert TagQueue(8, preempt="waiters_first").preempt == "waiters_first"

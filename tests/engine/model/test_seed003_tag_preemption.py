@@ -78,10 +78,10 @@ def test_seed003_numjobs_table_tag_preempt_always_degrades(
     """tag_preempt=always: no rise once jobs fill the tag depth; <= 60% of single at 512 jobs."""
     print("\nmodel (MiB/s), sbitmap_wakeup=per_queue, as the seed's v5.18 table:")
     print(format_numjobs_table(sweep_per_queue, labels={"always": "model always",
-                                                        "seed003": "model seed003"}))
+                                                        "waiters_first": "model seed003"}))
     print("seed:")
-    print(format_numjobs_table({"always": SEED_ALWAYS, "seed003": SEED_PATCHED},
-                               labels={"always": "v5.18-rc1", "seed003": "v5.18-rc1-patched"}))
+    print(format_numjobs_table({"always": SEED_ALWAYS, "waiters_first": SEED_PATCHED},
+                               labels={"always": "v5.18-rc1", "waiters_first": "v5.18-rc1-patched"}))
     always = sweep_per_queue["always"]
     saturated = [n for n in SEED003_NUMJOBS if n * PIECES_PER_IO >= TAG_DEPTH]
     for a, b in zip(saturated, saturated[1:]):
@@ -92,8 +92,8 @@ def test_seed003_numjobs_table_tag_preempt_always_degrades(
 
 def test_seed003_numjobs_table_seed003_policy_keeps_70_percent(
         sweep_per_queue: dict[str, dict[int, float]]) -> None:
-    """tag_preempt=seed003 keeps >= 70% of the single-job bandwidth at 512 jobs."""
-    patched = sweep_per_queue["seed003"]
+    """tag_preempt=waiters_first keeps >= 70% of the single-job bandwidth at 512 jobs."""
+    patched = sweep_per_queue["waiters_first"]
     always = sweep_per_queue["always"]
     assert patched[512] >= 0.70 * patched[1]
     for n in SEED003_NUMJOBS:
@@ -106,7 +106,7 @@ def test_seed003_global_wakeup_kernels_show_the_same_contrast() -> None:
     """With the 6.2+ global wake-up counter the policies still differ the same way at 512 jobs."""
     res = numjobs_sweep((1, 512), wakeup="global")
     assert res["always"][512] <= 0.60 * res["always"][1]
-    assert res["seed003"][512] >= 0.70 * res["seed003"][1]
+    assert res["waiters_first"][512] >= 0.70 * res["waiters_first"][1]
 
 
 def test_seed003_split_pieces_stay_together_only_with_the_patch() -> None:
@@ -115,7 +115,7 @@ def test_seed003_split_pieces_stay_together_only_with_the_patch() -> None:
     old = simulate_jobs(jobs, limits=seed003_limits(), device="hdd", wakeup="per_queue",
                         preempt="always", emit_events=False)
     new = simulate_jobs(jobs, limits=seed003_limits(), device="hdd", wakeup="per_queue",
-                        preempt="seed003", emit_events=False)
+                        preempt="waiters_first", emit_events=False)
     assert old.sequential_fraction < 0.5 < new.sequential_fraction
     assert old.tag_stats["preempted"] > 0
     assert new.tag_stats["refused_preempt"] > 0
