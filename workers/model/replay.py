@@ -174,7 +174,9 @@ def _plugs_from_issue_state(table: EventTable, q_rows: npt.NDArray[np.intp]) -> 
 
     A request leaves its thread's plug when it is dispatched (D) or inserted (I); G puts it in.
     U events are not used: 7.2 traces the flush-on-add of ``blk_add_rq_to_plug`` as U too, after
-    the G of the request that stays plugged. Compiled with numba: one pass over the table.
+    the G of the request that stays plugged. A D or I that starts at no outstanding G's sector
+    (a front merge, ``bio_attempt_front_merge``) releases every request of that device it covers.
+    Compiled with numba: one pass over the table.
     """
     act = table.action
     interesting = np.flatnonzero((act == ACT_GETRQ) | (act == ACT_ISSUE) | (act == ACT_QUEUE) |
@@ -225,7 +227,11 @@ def _issue_state_kernel(rows: Any, act: Any, dev: Any, sec: Any, nr: Any, pid: A
             if key in outstanding:
                 p = outstanding.pop(key)
                 count[p] = count.get(p, 1) - 1
-            elif len(outstanding) < 256:
+            else:
+                # a front-merged request starts at no G's sector: release every outstanding
+                # request it covers (O(outstanding), only for such dispatches; there was a
+                # silent cap of 256 outstanding requests here, which kept a busy trace's
+                # threads in one plug forever)
                 lo = sec[r]
                 hi = lo + nr[r]
                 gone2 = []

@@ -212,3 +212,29 @@ def test_capture_split_events_carry_the_front_size_as_the_binary_trace_does(name
     real = splits(raw)
     assert real and all(n > 0 for _, n, _ in real)
     assert splits(pred) == real
+
+
+def test_bios_from_table_front_merged_dispatch_ends_a_plug_with_many_outstanding():
+    """A D whose start is no request's G (a front merge) releases the requests it covers,
+    however many are outstanding on other threads (the lookup had a silent cap of 256)."""
+    from workers.events import ACT_GETRQ, ACT_ISSUE, ACT_QUEUE, EventTable, make_dev
+
+    dev = make_dev(8, 0)
+    others = 300
+    acts = [ACT_QUEUE, ACT_GETRQ]
+    secs = [8, 8]
+    pids = [1, 1]
+    for i in range(others):  # 300 requests of other threads stay outstanding
+        acts += [ACT_QUEUE, ACT_GETRQ]
+        secs += [100_000 + 8 * i] * 2
+        pids += [10 + i] * 2
+    acts += [ACT_ISSUE, ACT_QUEUE]  # thread 1's request went out front-merged at sector 0
+    secs += [0, 5000]
+    pids += [1, 1]
+    nr = [8] * len(acts)
+    nr[-2] = 16
+    n = len(acts)
+    t = EventTable.from_columns(time_ns=list(range(n)), dev=[dev] * n, pid=pids, action=acts,
+                                sector=secs, nr_sectors=nr, rwbs=[1] * n)
+    plug = bios_from_table(t, dev).plug.tolist()
+    assert plug[-1] != plug[0], "thread 1's next bio must start a new plug"
