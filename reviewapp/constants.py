@@ -44,3 +44,115 @@ ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.zst", ".
 #: routes (settings.CELERY_TASK_ROUTES) match them. Stable: queued messages carry these names.
 TASK_ANALYZE = "reviewapp.tasks.analyze_bundle"
 TASK_COMPARE = "reviewapp.tasks.compare_comparison"
+
+# --- collaboration (issue 8) ------------------------------------------------------------------
+
+#: Patch states, Patchwork's names.
+PATCH_STATE_NEW = "new"
+PATCH_STATE_UNDER_REVIEW = "under-review"
+PATCH_STATE_CHANGES_REQUESTED = "changes-requested"
+PATCH_STATE_ACCEPTED = "accepted"
+PATCH_STATE_REJECTED = "rejected"
+PATCH_STATE_SUPERSEDED = "superseded"
+PATCH_STATE_RFC = "rfc"
+PATCH_STATES = (
+    (PATCH_STATE_NEW, "New"),
+    (PATCH_STATE_UNDER_REVIEW, "Under review"),
+    (PATCH_STATE_CHANGES_REQUESTED, "Changes requested"),
+    (PATCH_STATE_ACCEPTED, "Accepted"),
+    (PATCH_STATE_REJECTED, "Rejected"),
+    (PATCH_STATE_SUPERSEDED, "Superseded"),
+    (PATCH_STATE_RFC, "RFC"),
+)
+
+#: How a series version was linked to the previous one.
+LINK_NONE = ""
+LINK_IN_REPLY_TO = "in-reply-to"
+LINK_CHANGE_ID = "change-id"
+LINK_SUBJECT = "subject"
+LINK_MANUAL = "manual"
+LINK_REASONS = (
+    (LINK_NONE, "not linked"),
+    (LINK_IN_REPLY_TO, "sent in reply to the earlier version"),
+    (LINK_CHANGE_ID, "same b4 change-id"),
+    (LINK_SUBJECT, "same subject and author"),
+    (LINK_MANUAL, "linked by hand"),
+)
+
+#: Patchwork's check states.
+CHECK_STATE_PENDING = "pending"
+CHECK_STATE_SUCCESS = "success"
+CHECK_STATE_WARNING = "warning"
+CHECK_STATE_FAIL = "fail"
+CHECK_STATES = (
+    (CHECK_STATE_PENDING, "Pending"),
+    (CHECK_STATE_SUCCESS, "Success"),
+    (CHECK_STATE_WARNING, "Warning"),
+    (CHECK_STATE_FAIL, "Fail"),
+)
+#: Roll-up order: the worst state wins (fail > warning > pending > success).
+CHECK_SEVERITY = {CHECK_STATE_SUCCESS: 0, CHECK_STATE_PENDING: 1, CHECK_STATE_WARNING: 2,
+                  CHECK_STATE_FAIL: 3}
+#: The context under which a comparison's own check appears in the checks API.
+CHECK_CONTEXT_COMPARISON = "blkreview-comparison"
+
+#: Reviewer verdicts and the trailer each one exports as.
+VERDICT_REVIEWED = "reviewed-by"
+VERDICT_TESTED = "tested-by"
+VERDICT_ACKED = "acked-by"
+VERDICT_NAK = "nacked-by"
+VERDICT_KINDS = (
+    (VERDICT_REVIEWED, "Reviewed-by"),
+    (VERDICT_TESTED, "Tested-by"),
+    (VERDICT_ACKED, "Acked-by"),
+    (VERDICT_NAK, "NAK"),
+)
+VERDICT_TRAILER = {VERDICT_REVIEWED: "Reviewed-by", VERDICT_TESTED: "Tested-by",
+                   VERDICT_ACKED: "Acked-by", VERDICT_NAK: "Nacked-by"}
+
+#: Event kinds (Patchwork's names where they exist), for /api/v1/events/ and webhooks.
+EVENT_SERIES_CREATED = "series-created"
+EVENT_PATCH_CREATED = "patch-created"
+EVENT_PATCH_STATE_CHANGED = "patch-state-changed"
+EVENT_SERIES_LINKED = "series-linked"
+EVENT_CHECK_CREATED = "check-created"
+EVENT_COMPARISON_CREATED = "comparison-created"
+EVENT_THREAD_CREATED = "thread-created"
+EVENT_COMMENT_CREATED = "comment-created"
+EVENT_THREAD_RESOLVED = "thread-resolved"
+EVENT_THREAD_REOPENED = "thread-reopened"
+EVENT_VERDICT_CREATED = "verdict-created"
+EVENT_KINDS = (
+    (EVENT_SERIES_CREATED, "Series created"),
+    (EVENT_PATCH_CREATED, "Patch created"),
+    (EVENT_PATCH_STATE_CHANGED, "Patch state changed"),
+    (EVENT_SERIES_LINKED, "Series version linked"),
+    (EVENT_CHECK_CREATED, "Check created"),
+    (EVENT_COMPARISON_CREATED, "Comparison created"),
+    (EVENT_THREAD_CREATED, "Thread created"),
+    (EVENT_COMMENT_CREATED, "Comment created"),
+    (EVENT_THREAD_RESOLVED, "Thread resolved"),
+    (EVENT_THREAD_REOPENED, "Thread reopened"),
+    (EVENT_VERDICT_CREATED, "Verdict created"),
+)
+
+#: Thread anchors: what a discussion is about.
+ANCHOR_COMPARISON = "comparison"
+ANCHOR_CHART = "chart"
+ANCHOR_METRIC = "metric"
+ANCHOR_DIFF = "diff"
+ANCHOR_KINDS = (
+    (ANCHOR_COMPARISON, "the comparison"),
+    (ANCHOR_CHART, "a chart region"),
+    (ANCHOR_METRIC, "a metric row"),
+    (ANCHOR_DIFF, "a diff line"),
+)
+
+WEBHOOK_DELIVERY_PENDING = "pending"
+WEBHOOK_DELIVERY_SUCCEEDED = "succeeded"
+WEBHOOK_DELIVERY_FAILED = "failed"
+WEBHOOK_DELIVERY_STATES = (
+    (WEBHOOK_DELIVERY_PENDING, "Pending"),
+    (WEBHOOK_DELIVERY_SUCCEEDED, "Succeeded"),
+    (WEBHOOK_DELIVERY_FAILED, "Failed"),
+)

@@ -14,15 +14,77 @@ from django.urls import reverse
 from reviewapp import constants as c
 
 
-class Patch(models.Model):
-    """The patch under review, as typed in the form or parsed from its mail (reviewapp.mbox)."""
+class Series(models.Model):
+    """One version of a patch series as sent to a list: the cover letter (0/N) and its patches.
+
+    Versions of the same series are chained by ``previous`` (v1 <- v2 <- v3), linked
+    automatically by :func:`reviewapp.services.series.series_link_previous` (In-Reply-To chain,
+    b4 change-id, or the same subject stem and author, as b4 and Patchwork do) or by hand.
+    """
 
     title = models.CharField(max_length=300)
-    version = models.CharField(max_length=40, blank=True, help_text="v2, V3, RFC ...")
+    stem = models.CharField(max_length=300, db_index=True,
+                            help_text="title lowercased, spaces collapsed: the linking key")
+    version = models.PositiveSmallIntegerField(default=1)
+    version_tag = models.CharField(max_length=40, blank=True, help_text="as sent: v2, RFC v2, V3")
+    tree = models.CharField(max_length=40, blank=True, help_text="tree tag: -next, net-next")
     author = models.CharField(max_length=200, blank=True)
+    author_email = models.CharField(max_length=200, blank=True, db_index=True)
+    message_id = models.CharField(max_length=300, blank=True, db_index=True,
+                                  help_text="the cover letter's (or the first patch's)")
+    in_reply_to = models.CharField(max_length=300, blank=True)
+    description = models.TextField(blank=True, help_text="the cover letter's body")
+    total = models.PositiveSmallIntegerField(default=1)
+    date = models.DateTimeField(null=True, blank=True)
+    base_commit = models.CharField(max_length=64, blank=True)
+    change_id = models.CharField(max_length=200, blank=True, db_index=True)
+    previous = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="next_versions")
+    link_reason = models.CharField(max_length=16, choices=c.LINK_REASONS, blank=True)
+    public = models.BooleanField(default=True)
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="series",
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+        verbose_name_plural = "series"
+
+    def __str__(self) -> str:
+        return f"[{self.version_tag}] {self.title}" if self.version_tag else self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("series-detail", args=[self.pk])
+
+
+class Patch(models.Model):
+    """The patch under review: typed in the form, or parsed from its mail (reviewapp.mbox),
+    alone or as patch ``position`` of a :class:`Series`."""
+
+    series = models.ForeignKey(Series, null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="patches")
+    position = models.PositiveSmallIntegerField(null=True, blank=True, help_text="m of [m/n]")
+    title = models.CharField(max_length=300)
+    version = models.CharField(max_length=40, blank=True, help_text="v2, V3, RFC ...")
+    version_number = models.PositiveSmallIntegerField(default=1)
+    author = models.CharField(max_length=200, blank=True)
+    author_email = models.CharField(max_length=200, blank=True, db_index=True)
     message_id = models.CharField(max_length=300, blank=True, db_index=True)
+    in_reply_to = models.CharField(max_length=300, blank=True)
+    references = models.JSONField(default=list, blank=True)
+    date = models.DateTimeField(null=True, blank=True)
     base_commit = models.CharField(max_length=64, blank=True)
     fixes = models.JSONField(default=list, blank=True, help_text="Fixes: tags, one string each")
+    trailers = models.JSONField(default=list, blank=True, help_text="[[key, value], ...]")
+    body = models.TextField(blank=True, help_text="the commit message")
+    diffstat = models.TextField(blank=True)
+    diff = models.TextField(blank=True)
+    insertions = models.PositiveIntegerField(default=0)
+    deletions = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=20, choices=c.PATCH_STATES, default=c.PATCH_STATE_NEW)
+    public = models.BooleanField(default=True)
     raw = models.TextField(blank=True, help_text="the patch mail as submitted")
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -35,6 +97,17 @@ class Patch(models.Model):
 
     def __str__(self) -> str:
         return f"[{self.version}] {self.title}" if self.version else self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("patch-detail", args=[self.pk])
+
+    @property
+    def commit_sha_prefixes(self) -> list[str]:
+        """The abbreviated commit ids this patch's ``Fixes:`` tags name."""
+        import re
+
+        return [m.group(1).lower() for f in self.fixes
+                for m in [re.match(r"\s*([0-9a-fA-F]{7,40})\b", str(f))] if m]
 
 
 class TraceBundle(models.Model):
@@ -215,10 +288,26 @@ class ComparisonChart(models.Model):
 
 
 class Thread(models.Model):
-    """A discussion on a comparison."""
+    """A discussion anchored on a comparison (as a whole, a chart region or a metric row) or on
+    a diff line of a patch. ``anchor`` holds the address (issue 11's URL state: ``dev``,
+    ``stage``, ``section``, plus ``bucket``/``x0``/``x1`` for a chart region, ``metric`` for a
+    row, ``file``/``line`` for a diff line); ``anchor_numbers`` the numbers the anchor showed
+    when the thread started, so mail notifications read well without the page."""
 
-    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="threads")
+    comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="threads")
+    patch = models.ForeignKey(Patch, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="threads")
     title = models.CharField(max_length=200, default="Discussion")
+    anchor_kind = models.CharField(max_length=16, choices=c.ANCHOR_KINDS,
+                                   default=c.ANCHOR_COMPARISON)
+    anchor = models.JSONField(default=dict, blank=True)
+    anchor_label = models.CharField(max_length=300, blank=True)
+    anchor_numbers = models.JSONField(default=dict, blank=True)
+    resolved = models.BooleanField(default=False)
+    resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="+")
+    resolved_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
     )
@@ -230,20 +319,148 @@ class Thread(models.Model):
     def __str__(self) -> str:
         return self.title
 
+    def get_absolute_url(self) -> str:
+        return reverse("thread-detail", args=[self.pk])
+
 
 class Comment(models.Model):
-    """Plain text; rendered escaped."""
+    """Markdown, rendered sanitized (reviewapp.markup). Edits keep the earlier bodies in
+    :class:`CommentRevision`; a deleted comment stays as a tombstone (``deleted`` set, body
+    emptied) so replies keep their place."""
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="comments")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
-    body = models.TextField(max_length=20000)
+    body = models.TextField(max_length=20000, blank=True)
     created = models.DateTimeField(auto_now_add=True)
+    edited = models.DateTimeField(null=True, blank=True)
+    deleted = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created"]
 
     def __str__(self) -> str:
         return f"comment {self.pk} by {self.author}"
+
+    def get_absolute_url(self) -> str:
+        return f"{reverse('thread-detail', args=[self.thread_id])}#comment-{self.pk}"
+
+
+class CommentRevision(models.Model):
+    """An earlier body of an edited comment."""
+
+    comment = models.ForeignKey(Comment, on_delete=models.CASCADE, related_name="revisions")
+    body = models.TextField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created"]
+
+
+class Verdict(models.Model):
+    """A reviewer's Reviewed-by / Tested-by / Acked-by / NAK on a patch or a whole series."""
+
+    patch = models.ForeignKey(Patch, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="verdicts")
+    series = models.ForeignKey(Series, null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="verdicts")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="review_verdicts")
+    kind = models.CharField(max_length=16, choices=c.VERDICT_KINDS)
+    message = models.TextField(blank=True, max_length=5000)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created"]
+
+    def __str__(self) -> str:
+        return f"{c.VERDICT_TRAILER[self.kind]} by {self.user}"
+
+
+class Check(models.Model):
+    """A CI result on a patch, Patchwork's checks API: the newest check per (user, context)
+    is the current one; a series rolls its patches' current checks up (worst state wins)."""
+
+    patch = models.ForeignKey(Patch, on_delete=models.CASCADE, related_name="checks")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                             on_delete=models.SET_NULL, related_name="checks")
+    context = models.SlugField(max_length=100)
+    state = models.CharField(max_length=16, choices=c.CHECK_STATES)
+    description = models.TextField(blank=True, max_length=2000)
+    target_url = models.URLField(blank=True, max_length=500)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.context}: {self.state}"
+
+
+class Event(models.Model):
+    """Something that happened, for ``/api/v1/events/?since=`` and webhooks (Patchwork's
+    Event). Written explicitly by the services, never by signals (style.md habit 8)."""
+
+    kind = models.CharField(max_length=32, choices=c.EVENT_KINDS, db_index=True)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                              on_delete=models.SET_NULL, related_name="+")
+    series = models.ForeignKey(Series, null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="events")
+    patch = models.ForeignKey(Patch, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="events")
+    comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="events")
+    payload = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["created", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.created:%Y-%m-%d %H:%M:%S}"
+
+
+class NotificationSetting(models.Model):
+    """Per-user mail opt-out (no row = mail on)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="notification_setting")
+    mail = models.BooleanField(default=True, help_text="mail me about threads I take part in "
+                                                       "or am mentioned in")
+
+
+class Webhook(models.Model):
+    """A URL a user registered for some event kinds; deliveries are signed with ``secret``."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="webhooks")
+    url = models.URLField(max_length=500)
+    events = models.JSONField(default=list, help_text="event kinds; empty = all")
+    secret = models.CharField(max_length=100)
+    active = models.BooleanField(default=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created"]
+
+    def __str__(self) -> str:
+        return f"webhook {self.pk} -> {self.url}"
+
+
+class WebhookDelivery(models.Model):
+    """One event sent (or being sent) to one webhook: the delivery log."""
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="deliveries")
+    state = models.CharField(max_length=16, choices=c.WEBHOOK_DELIVERY_STATES,
+                             default=c.WEBHOOK_DELIVERY_PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    last_attempt = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-pk"]
 
 
 class ApiToken(models.Model):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
@@ -14,6 +15,8 @@ from reviewapp.models import (
     Comparison,
     ComparisonChart,
     ComparisonResult,
+    Patch,
+    Series,
     TraceBundle,
 )
 
@@ -195,3 +198,221 @@ def comparison_comments(comparison: Comparison) -> list[Any]:
     return list(Comment.objects.filter(thread__comparison=comparison,
                                        thread_id=Subquery(first))
                 .select_related("author").order_by("created", "pk"))
+
+
+# --- series and patches (issue 8) -----------------------------------------------------------
+
+def _visible(qs: QuerySet, user: Any, owner: str) -> QuerySet:
+    """Rows of ``qs`` the user may read: public ones, their own (``owner`` field), all for staff."""
+    if getattr(user, "is_authenticated", False):
+        if user.is_staff:
+            return qs
+        return qs.filter(public=True) | qs.filter(**{owner: user})
+    return qs.filter(public=True)
+
+
+def series_list_for_user(user: Any) -> QuerySet[Series]:
+    return _visible(Series.objects.all(), user, "submitted_by")
+
+
+def series_get_for_user(*, pk: int, user: Any) -> Series:
+    """A series the user may read, else Http404 (private = 404, never 403)."""
+    series = series_list_for_user(user).select_related("submitted_by", "previous").filter(
+        pk=pk).first()
+    if series is None:
+        raise Http404("no such series")
+    return series
+
+
+def patch_list_for_user(user: Any) -> QuerySet[Patch]:
+    return _visible(Patch.objects.all(), user, "submitted_by")
+
+
+def patch_get_for_user(*, pk: int, user: Any) -> Patch:
+    patch = patch_list_for_user(user).select_related("series", "submitted_by").filter(
+        pk=pk).first()
+    if patch is None:
+        raise Http404("no such patch")
+    return patch
+
+
+def series_versions(series: Series, user: Any) -> list[Series]:
+    """Every version of ``series`` the user may read, oldest first: walk ``previous`` back to
+    the first version, then forward along ``next_versions`` (bounded; links can branch when
+    two v3 were sent, both are listed)."""
+    visible = series_list_for_user(user)
+    root = series
+    seen = {series.pk}
+    for _ in range(50):
+        prev = visible.filter(pk=root.previous_id).first() if root.previous_id else None
+        if prev is None or prev.pk in seen:
+            break
+        seen.add(prev.pk)
+        root = prev
+    out = [root]
+    frontier = [root.pk]
+    seen = {root.pk}
+    for _ in range(50):
+        nxt = [s for s in visible.filter(previous_id__in=frontier).order_by("version", "created")
+               if s.pk not in seen]
+        if not nxt:
+            break
+        seen.update(s.pk for s in nxt)
+        out.extend(nxt)
+        frontier = [s.pk for s in nxt]
+    return sorted(out, key=lambda s: (s.version, s.created, s.pk))
+
+
+def series_comparisons(series_list: list[Series], user: Any) -> dict[int, list[Comparison]]:
+    """The comparisons (visible to the user) of each series' patches, newest last."""
+    qs = (comparison_list_for_user(user).filter(patch__series__in=series_list)
+          .select_related("patch", "result").order_by("created", "pk"))
+    out: dict[int, list[Comparison]] = {s.pk: [] for s in series_list}
+    for cmp in qs:
+        out.setdefault(cmp.patch.series_id, []).append(cmp)
+    return out
+
+
+#: The metrics the series page follows across versions (labels of workers.compare.METRICS).
+KEY_LABELS = ("MB/s", "zero-seek share", "mean request", "r_await", "IOPS")
+
+
+def _latest_compare(comparisons: list[Comparison]) -> tuple[Comparison | None, dict[str, Any]]:
+    """The newest comparison with a finished comparison step, and its compare JSON."""
+    for cmp in reversed(comparisons):
+        res = ComparisonResult.objects.filter(comparison=cmp, state=c.JOB_STATE_SUCCEEDED).only(
+            "compare", "verdict").first()
+        if res is not None and res.compare:
+            return cmp, res.compare
+    return None, {}
+
+
+def series_key_numbers(versions: list[Series], comparisons: dict[int, list[Comparison]]
+                       ) -> dict[str, Any]:
+    """Key I/O numbers of each version's newest finished comparison, v1 -> v2 -> v3.
+
+    Returns ``{"columns": [{series, comparison, check}], "rows": [{device, label, unit,
+    better, cells: [{baseline, patched, pct, verdict, step_pct, step_class} | None]}]}`` where
+    ``step_pct`` is the patched value's change from the previous version that has the row, so
+    the page shows which version moved the number (and ``step_class`` whether for the better).
+    """
+    columns = []
+    per_version: list[dict[tuple[str, str], dict[str, Any]]] = []
+    for s in versions:
+        cmp, data = _latest_compare(comparisons.get(s.pk, []))
+        rows = {}
+        for m in data.get("metrics", []) if data else []:
+            if m.get("label") in KEY_LABELS:
+                rows[(str(m.get("device")), str(m.get("label")))] = m
+        per_version.append(rows)
+        columns.append({"series": s, "comparison": cmp,
+                        "check": ((data.get("check") or {}).get("state") if data else None)})
+    keys: list[tuple[str, str]] = []
+    for rows in per_version:
+        for k in rows:
+            if k not in keys:
+                keys.append(k)
+    keys.sort(key=lambda k: (k[0], KEY_LABELS.index(k[1])))
+    out_rows = []
+    for dev, label in keys[:40]:
+        cells: list[dict[str, Any] | None] = []
+        prev_value = None
+        unit = better = ""
+        for rows in per_version:
+            m = rows.get((dev, label))
+            if m is None:
+                cells.append(None)
+                continue
+            unit, better = m.get("unit", ""), m.get("better") or ""
+            value = (m.get("patched") or {}).get("mean")
+            step = None
+            step_class = ""
+            if prev_value not in (None, 0) and value is not None:
+                step = 100.0 * (value - prev_value) / abs(prev_value)
+                if better and abs(step) >= 0.05:
+                    good = step > 0 if better == "higher" else step < 0
+                    step_class = "better" if good else "worse"
+            cells.append({"baseline": (m.get("baseline") or {}).get("mean"), "patched": value,
+                          "pct": m.get("pct"), "verdict": m.get("verdict"), "step_pct": step,
+                          "step_class": step_class})
+            prev_value = value if value is not None else prev_value
+        out_rows.append({"device": dev, "label": label, "unit": unit, "better": better,
+                         "cells": cells})
+    return {"columns": columns, "rows": out_rows}
+
+
+def check_rollup(states: list[str]) -> str | None:
+    """Worst of the states (fail > warning > pending > success), None when there are none."""
+    if not states:
+        return None
+    return max(states, key=lambda s: c.CHECK_SEVERITY.get(s, 1))
+
+
+def patch_checks(patch: Patch) -> list[Any]:
+    """The current checks of a patch: the newest per (user, context), the comparison's own
+    check as context ``blkreview-comparison`` (one per comparison) included."""
+    from reviewapp.models import Check
+
+    latest: dict[tuple[Any, str], Any] = {}
+    for chk in Check.objects.filter(patch=patch).select_related("user").order_by("created", "pk"):
+        latest[(chk.user_id, chk.context)] = chk
+    return sorted(latest.values(), key=lambda x: x.context)
+
+
+#: A comparison's check verdict as a Patchwork check state.
+VERDICT_TO_CHECK = {"pass": c.CHECK_STATE_SUCCESS, "warn": c.CHECK_STATE_WARNING,
+                    "fail": c.CHECK_STATE_FAIL, "error": c.CHECK_STATE_FAIL}
+
+
+@dataclass(frozen=True)
+class ComparisonCheck:
+    """The comparison's own check, shown among a patch's checks (context
+    ``constants.CHECK_CONTEXT_COMPARISON``); not a stored row, so it is never stale."""
+
+    comparison: Comparison
+    state: str
+    description: str
+    created: Any
+    context: str = c.CHECK_CONTEXT_COMPARISON
+    id: None = None
+    user: None = None
+
+    @property
+    def target_url(self) -> str:
+        return self.comparison.get_absolute_url()
+
+
+def comparison_check(comparison: Comparison) -> ComparisonCheck:
+    result = ComparisonResult.objects.filter(comparison=comparison).only(
+        "state", "verdict", "error", "finished").first()
+    if comparison.status == c.COMPARISON_FAILED or (
+            result is not None and result.state == c.JOB_STATE_FAILED):
+        return ComparisonCheck(comparison, c.CHECK_STATE_FAIL,
+                               f"comparison #{comparison.pk}: the analysis failed",
+                               comparison.created)
+    verdict = result.verdict if result is not None and result.state == c.JOB_STATE_SUCCEEDED \
+        else None
+    if not isinstance(verdict, dict):
+        return ComparisonCheck(comparison, c.CHECK_STATE_PENDING,
+                               f"comparison #{comparison.pk}: running", comparison.created)
+    state = VERDICT_TO_CHECK.get(str(verdict.get("state")), c.CHECK_STATE_FAIL)
+    reasons = [str(r) for r in verdict.get("reasons") or []]
+    desc = f"comparison #{comparison.pk}: {verdict.get('state')}"
+    if reasons:
+        desc += " - " + "; ".join(reasons[:3])[:400]
+    return ComparisonCheck(comparison, state, desc, result.finished or comparison.created)
+
+
+def patch_checks_with_comparison(patch: Patch, user: Any) -> list[Any]:
+    """Bots' current checks plus the newest visible comparison's own check."""
+    checks = patch_checks(patch)
+    cmp = comparison_list_for_user(user).filter(patch=patch).order_by("-created", "-pk").first()
+    if cmp is not None:
+        checks = [comparison_check(cmp), *checks]
+    return checks
+
+
+def series_check_rollup(series: Series, user: Any) -> str | None:
+    states = [chk.state for p in series.patches.all() for chk in
+              patch_checks_with_comparison(p, user)]
+    return check_rollup(states)

@@ -110,6 +110,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_filters",
     "reviewapp.apps.ReviewappConfig",
 ]
 
@@ -307,7 +309,29 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "OAS_VERSION": "3.1.0",
     "ENUM_NAME_OVERRIDES": {"RoleEnum": "reviewapp.constants.ROLES"},
+    # Swagger UI / Redoc assets from drf-spectacular-sidecar, served locally (no CDN).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
+
+# --- collaboration (issue 8) --------------------------------------------------------------
+#: Where a Message-ID links to: a URL template with ``{msgid}`` (lore-style by default).
+BLKREVIEW_MSGID_URL = os.environ.get("BLKREVIEW_MSGID_URL", "https://lore.kernel.org/r/{msgid}")
+#: Queue of the notification mail and webhook delivery tasks (default: the default queue).
+BLKREVIEW_NOTIFY_QUEUE = os.environ.get("BLKREVIEW_NOTIFY_QUEUE", "celery")
+#: Webhook deliveries: attempts before giving up, first retry delay (doubles each time), timeout.
+BLKREVIEW_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("BLKREVIEW_WEBHOOK_MAX_ATTEMPTS", "5"))
+BLKREVIEW_WEBHOOK_BACKOFF_SECONDS = float(os.environ.get("BLKREVIEW_WEBHOOK_BACKOFF_SECONDS", "10"))
+BLKREVIEW_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("BLKREVIEW_WEBHOOK_TIMEOUT_SECONDS", "10"))
+# https://docs.djangoproject.com/en/5.2/topics/email/#email-backends
+# The embedded default prints mail on the console; a deployment sets EMAIL_BACKEND + EMAIL_HOST.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "blkreview <blkreview@localhost>")
+#: Absolute base of links in mails and webhook payloads, e.g. https://blkreview.example.org
+BLKREVIEW_BASE_URL = os.environ.get("BLKREVIEW_BASE_URL", "http://127.0.0.1:8000")
 
 # --- security -----------------------------------------------------------------------------
 # https://docs.djangoproject.com/en/5.2/ref/settings/#secure-proxy-ssl-header

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from reviewapp.views import comparisons, pages, tokens
+from reviewapp.views import comparisons, pages, series, tokens
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -17,6 +17,11 @@ urlpatterns = [
     path("comparisons/<int:pk>/report.txt", comparisons.report, name="comparison-report"),
     path("comparisons/<int:pk>/comments/", comparisons.comment, name="comparison-comment"),
     path("comparisons/<int:pk>/runs/", comparisons.add_runs, name="comparison-add-runs"),
+    path("series/", series.series_list, name="series-list"),
+    path("series/new/", series.series_upload, name="series-upload"),
+    path("series/<int:pk>/", series.series_detail, name="series-detail"),
+    path("series/<int:pk>/relink/", series.series_relink_view, name="series-relink"),
+    path("patches/<int:pk>/", series.patch_detail, name="patch-detail"),
     path("tokens/", tokens.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", tokens.token_revoke_view, name="token-revoke"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

@@ -66,6 +66,10 @@ def comparison_create(*, patch: Patch, baseline: Sequence[TraceBundle],
             created_by=user if getattr(user, "is_authenticated", False) else None,
         )
         comparison.baseline_bundles.set(baseline)
+        from reviewapp.services.events import event_create
+
+        event_create(kind=c.EVENT_COMPARISON_CREATED, actor=user, patch=patch,
+                     comparison=comparison)
         comparison.patched_bundles.set(patched)
         Thread.objects.create(comparison=comparison, title="Discussion", created_by=comparison.created_by)
         for bundle in list(baseline) + list(patched):
@@ -125,7 +129,7 @@ def submission_create(*, title: str = "", version: str = "", author: str = "",
                 limits=limits, workload=workload, user=user, side_label="patched"),
         }
         patch = patch_create(title=title, version=version, author=author, meta=meta, raw=raw,
-                             user=user)
+                             user=user, public=public)
         comparison = comparison_create(
             patch=patch, baseline=[bundles[c.ROLE_BASELINE][0]],
             patched=[bundles[c.ROLE_PATCHED][0]], policy=policy, public=public, user=user,

@@ -29,8 +29,10 @@ def patch_meta_from_upload(file: Any) -> tuple[PatchMeta, str]:
 
 
 def patch_create(*, title: str = "", version: str = "", author: str = "",
-                 meta: PatchMeta | None = None, raw: str = "", user: Any = None) -> Patch:
-    """Create a Patch. Typed fields win over what the mail says; the mail fills the gaps."""
+                 meta: PatchMeta | None = None, raw: str = "", user: Any = None,
+                 public: bool = True) -> Patch:
+    """Create a Patch. Typed fields win over what the mail says; the mail fills the gaps
+    (message-id, threading, date, trailers, commit message, diffstat and diff)."""
     if meta is not None:
         title = title or meta.title
         version = version or meta.version
@@ -43,9 +45,22 @@ def patch_create(*, title: str = "", version: str = "", author: str = "",
         title=title[:300], version=(version or "")[:40], author=(author or "")[:200],
         message_id=(meta.message_id if meta else "")[:300],
         base_commit=(meta.base_commit if meta else "")[:64],
-        fixes=list(meta.fixes) if meta else [], raw=raw,
+        fixes=list(meta.fixes) if meta else [], raw=raw, public=public,
         submitted_by=user if getattr(user, "is_authenticated", False) else None,
     )
+    if meta is not None:
+        patch.version_number = meta.version_number
+        patch.author_email = meta.author_email[:200]
+        patch.in_reply_to = meta.in_reply_to[:300]
+        patch.references = list(meta.references)[:50]
+        patch.date = meta.date
+        patch.trailers = [[t.key, t.value] for t in meta.trailers]
+        patch.body, patch.diffstat, patch.diff = meta.body, meta.diffstat, meta.diff
+        patch.insertions, patch.deletions = meta.insertions, meta.deletions
     patch.full_clean()
     patch.save()
+    from reviewapp import constants as c
+    from reviewapp.services.events import event_create
+
+    event_create(kind=c.EVENT_PATCH_CREATED, actor=user, patch=patch)
     return patch

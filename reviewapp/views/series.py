@@ -1,0 +1,179 @@
+"""Series and patch pages: list, upload from mbox, versions side by side, patch detail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from reviewapp import constants as c
+from reviewapp.diffview import diff_lines
+from reviewapp.models import Event, Series
+from reviewapp.selectors import (
+    comparison_list_for_user,
+    patch_checks_with_comparison,
+    patch_get_for_user,
+    series_check_rollup,
+    series_comparisons,
+    series_get_for_user,
+    series_key_numbers,
+    series_list_for_user,
+    series_versions,
+)
+from reviewapp.services import ServiceError
+from reviewapp.services.series import read_mail_upload, series_create_from_mail, series_relink
+
+
+class SeriesUploadForm(forms.Form):
+    """An mbox / git-format-patch file, or the same text pasted."""
+
+    mbox = forms.FileField(required=False, label="mbox or git-format-patch file",
+                           help_text="git format-patch --cover-letter output, b4 am -o, or an "
+                                     "mbox saved from lore (one version of one series)")
+    text = forms.CharField(required=False, label="…or paste it",
+                           widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}))
+    public = forms.BooleanField(required=False, initial=True,
+                                help_text="Public: anyone may read it. Private: only you (and "
+                                          "the people you share it with).")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not data.get("mbox") and not (data.get("text") or "").strip():
+            raise forms.ValidationError("Upload an mbox file or paste the patch mails.")
+        return data
+
+
+class RelinkForm(forms.Form):
+    previous = forms.IntegerField(required=False, min_value=1,
+                                  help_text="id of the earlier version; empty to unlink")
+
+
+def series_list(request: HttpRequest) -> HttpResponse:
+    series = (series_list_for_user(request.user).select_related("previous")
+              .order_by("-created")[:100])
+    return render(request, "reviewapp/series_list.html", {"series_list": series})
+
+
+@login_required
+def series_upload(request: HttpRequest) -> HttpResponse:
+    """Create a series (and its patches) from mail; on success land on the series page."""
+    form = (SeriesUploadForm(request.POST, request.FILES) if request.method == "POST"
+            else SeriesUploadForm(initial={"public": True}))
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            d = form.cleaned_data
+            try:
+                data = read_mail_upload(d["mbox"]) if d.get("mbox") else d["text"].encode()
+                series = series_create_from_mail(data=data, user=request.user,
+                                                 public=d["public"],
+                                                 field="mbox" if d.get("mbox") else "text")
+            except ServiceError as exc:
+                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+                status = exc.status
+            else:
+                return redirect(series)
+    return render(request, "reviewapp/series_upload.html", {"form": form}, status=status)
+
+
+def series_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """Every version side by side, with the key I/O numbers of their comparisons."""
+    series = series_get_for_user(pk=pk, user=request.user)
+    versions = series_versions(series, request.user)
+    comparisons = series_comparisons(versions, request.user)
+    columns = []
+    for s in versions:
+        patches = list(s.patches.order_by("position", "pk"))
+        columns.append({
+            "series": s, "patches": patches, "comparisons": comparisons.get(s.pk, []),
+            "check": series_check_rollup(s, request.user),
+            "verdicts": list(s.verdicts.select_related("user")),
+            "patch_verdicts": sum(p.verdicts.count() for p in patches),
+            "current": s.pk == series.pk,
+        })
+    return render(request, "reviewapp/series_detail.html", {
+        "series": series, "columns": columns,
+        "numbers": series_key_numbers(versions, comparisons),
+        "relink_form": RelinkForm(initial={"previous": series.previous_id}),
+        "can_relink": request.user.is_authenticated and (
+            request.user.is_staff or series.submitted_by_id == request.user.pk),
+    })
+
+
+@login_required
+@require_POST
+def series_relink_view(request: HttpRequest, pk: int) -> HttpResponse:
+    series = series_get_for_user(pk=pk, user=request.user)
+    form = RelinkForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "previous: give a series id (or leave it empty to unlink).")
+        return redirect(series)
+    prev_id = form.cleaned_data.get("previous")
+    previous = None
+    if prev_id:
+        previous = series_list_for_user(request.user).filter(pk=prev_id).first()
+        if previous is None:
+            messages.error(request, f"previous: no series #{prev_id}")
+            return redirect(series)
+    try:
+        series_relink(series=series, previous=previous, user=request.user)
+        messages.success(request, "Versions relinked." if previous else "Link removed.")
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect(series)
+
+
+def patch_timeline(patch: Any, comparisons: list[Any]) -> list[dict[str, Any]]:
+    """Uploads, jobs, comparisons, checks, comments and verdicts of a patch, oldest first."""
+    from django.db.models import Q
+
+    from reviewapp.models import AnalysisJob
+
+    items: list[dict[str, Any]] = []
+    events = Event.objects.filter(Q(patch=patch) | Q(comparison__in=comparisons)).select_related(
+        "actor").order_by("created", "pk")[:300]
+    for ev in events:
+        items.append({"when": ev.created, "what": ev.get_kind_display(), "kind": ev.kind,
+                      "who": ev.actor.get_username() if ev.actor else "",
+                      "detail": ev.payload.get("summary", "") if isinstance(ev.payload, dict)
+                      else ""})
+    bundle_ids = [b for cmp in comparisons for b in
+                  list(cmp.baseline_bundles.values_list("pk", flat=True))
+                  + list(cmp.patched_bundles.values_list("pk", flat=True))]
+    for job in AnalysisJob.objects.filter(bundle_id__in=bundle_ids).order_by("created")[:100]:
+        items.append({"when": job.created, "what": f"analysis job #{job.pk} queued",
+                      "kind": "job", "who": "", "detail": f"bundle #{job.bundle_id}"})
+        if job.finished:
+            items.append({"when": job.finished, "what": f"analysis job #{job.pk} {job.state}",
+                          "kind": "job", "who": "", "detail": job.error[:200]})
+    return sorted(items, key=lambda x: x["when"])
+
+
+def patch_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """Metadata, highlighted diff (anchors per line), comparisons, verdicts, checks, timeline."""
+    patch = patch_get_for_user(pk=pk, user=request.user)
+    comparisons = list(comparison_list_for_user(request.user).filter(patch=patch)
+                       .order_by("created", "pk"))
+    siblings = []
+    if patch.series_id:
+        siblings = list(patch.series.patches.order_by("position", "pk").only(
+            "pk", "position", "title"))
+    return render(request, "reviewapp/patch_detail.html", {
+        "patch": patch, "series": patch.series if patch.series_id else None,
+        "siblings": siblings, "comparisons": comparisons,
+        "diff": diff_lines(patch.diff),
+        "trailers": patch.trailers, "checks": patch_checks_with_comparison(patch, request.user),
+        "verdicts": list(patch.verdicts.select_related("user")),
+        "timeline": patch_timeline(patch, comparisons),
+        "states": c.PATCH_STATES,
+    })
+
+
+__all__ = ["Series", "patch_detail", "series_detail", "series_list", "series_relink_view",
+           "series_upload"]
