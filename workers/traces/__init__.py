@@ -81,7 +81,7 @@ class Ingest:
 
 
 def parse_file(path: str | Path, *, name: str | None = None, fmt: str | None = None,
-               manifest: Manifest | None = None) -> EventTable | Summary:
+               manifest: Manifest | None = None, strict: bool = False) -> EventTable | Summary:
     """Parse one (non-archive) file.
 
     Returns an :class:`EventTable` for trace formats (times relative to the file's own genesis
@@ -93,7 +93,7 @@ def parse_file(path: str | Path, *, name: str | None = None, fmt: str | None = N
     """
     label = name or str(path)
     fmt = fmt or detect_format(path, name=label)
-    part = parse_part(Path(path), label, fmt, manifest)
+    part = parse_part(Path(path), label, fmt, manifest, strict=strict)
     if fmt in SUMMARY_FORMATS:
         return Summary(kind=part.summary_kind or fmt, rows=part.rows)
     if fmt not in EVENT_FORMATS:
@@ -105,12 +105,14 @@ def parse_file(path: str | Path, *, name: str | None = None, fmt: str | None = N
 
 
 def ingest(paths: Sequence[str | os.PathLike[str]], *,
-           names: Sequence[str] | None = None) -> Ingest:
+           names: Sequence[str] | None = None, strict: bool = False) -> Ingest:
     """Read a bundle: detect, unpack, parse and merge.
 
     Args:
         paths: storage paths of the uploaded files.
         names: user-facing names, one per path, used in every error message.
+        strict: a damaged binary record fails the bundle (ParseError with its offset) instead
+            of being skipped with a warning; ``strict = true`` in the manifest does the same.
 
     Raises:
         ParseError: a file is corrupt (first error wins; it carries the user-facing name).
@@ -165,6 +167,7 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
         manifest_files = [(p, lb, f) for p, lb, f in entries
                           if f in ("manifest", "sysfs-queue", "mdstat")]
         manifest = build_manifest(manifest_files) if manifest_files else None
+        strict = strict or bool(manifest is not None and manifest.strict)
         for p, lb, f in manifest_files:
             reports.append(FileReport(lb, f, p.stat().st_size))
         # 3. traces and summaries
@@ -174,7 +177,7 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
         for p, lb, f in entries:
             if f in ("manifest", "sysfs-queue", "mdstat"):
                 continue
-            part = parse_part(p, lb, f, manifest)
+            part = parse_part(p, lb, f, manifest, strict=strict)
             warnings.extend(part.warnings)
             if part.summary_kind is not None:
                 summaries.setdefault(part.summary_kind, []).extend(part.rows)

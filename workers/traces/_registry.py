@@ -44,8 +44,9 @@ class ParsedPart:
         return len(self.table) if self.table is not None else 0
 
 
-def parse_part(path: Path, name: str, fmt: str, manifest: Manifest | None) -> ParsedPart:
-    """Parse one file of a known format."""
+def parse_part(path: Path, name: str, fmt: str, manifest: Manifest | None, *,
+               strict: bool = False) -> ParsedPart:
+    """Parse one file of a known format (``strict``: damaged binary records fail it)."""
     if fmt == "blkparse":
         from workers.traces.blkparse_text import parse_blkparse_text
 
@@ -58,7 +59,7 @@ def parse_part(path: Path, name: str, fmt: str, manifest: Manifest | None) -> Pa
     if fmt == "blktrace":
         from workers.traces.blktrace_bin import parse_blktrace_raw
 
-        raw = parse_blktrace_raw(path, name=name)
+        raw = parse_blktrace_raw(path, name=name, strict=strict)
         # the file's warnings reach Ingest.warnings through merge_binary_parts
         return ParsedPart(name, fmt, table=raw.table, binary=True, raw=raw)
     if fmt == "ftrace":

@@ -26,6 +26,14 @@ equivalence tests:
 * genesis: the earliest record that is not a PROCESS/TIMESTAMP note (messages count).
 * Sequence gaps per (device, cpu) are reported as warnings with the byte offset: blkparse
   does not report them, but they mean the relay buffer dropped events.
+* Damaged bytes are not a relay drop. A record whose ``pdu_len`` is larger than any payload the
+  kernel writes (:data:`MAX_PDU`), or whose length does not lead to the next record header, is
+  corruption: by default the reader resynchronises on the next record that chains to another
+  one (or to the end of the file) and reports where and how many bytes it skipped; in strict
+  mode (``strict = true`` in ``blkreview.toml``, or the upload's strict field) the file fails
+  with that offset instead. Sequence numbers are not compared across a skipped region (a gap
+  there is the corruption's, already reported). :func:`walk_records_py` is the readable Python
+  twin of the compiled first pass; tests check one against the other.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ import mmap
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numba
 import numpy as np
@@ -98,6 +106,18 @@ _BAD_VERSION = 2
 _TRUNC_HEADER = 3
 _PDU_PAST_END = 4
 _VERSION_CHANGE = 5
+_BAD_PDU = 6
+_TOO_CORRUPT = 7
+
+#: Largest payload a kernel writes after a record header: 8 bytes of cgroup id plus a message
+#: note (BLK_TN_MAX_MSG 128), a task comm, a remap (16) or a SCSI command (at most 260 bytes);
+#: a larger ``pdu_len`` is a damaged header, not a record.
+MAX_PDU = 1024
+#: Corrupt regions skipped in one file before the file is refused as a whole.
+MAX_REGIONS = 64
+# what a skipped region was (column 2 of the regions array)
+REGION_BAD_LENGTH = 1  # a record whose pdu_len is impossible or leads nowhere: dropped
+REGION_GARBAGE = 2  # bytes after a good record where no record header starts
 
 
 @numba.njit(cache=True, inline="always")
@@ -123,11 +143,48 @@ def _rd64(b: Any, o: int, be: bool) -> Any:
     return np.uint64(_rd32(b, o, False)) | (np.uint64(_rd32(b, o + 4, False)) << 32)
 
 
-@numba.njit(inline="always")
-def _walk_body(b: Any, be: bool, version: int) -> tuple[int, int, int, int, int]:
-    """Pass 1: validate the record chain; count events and notes.
+@numba.njit(cache=True, inline="always")
+def _record_ok(b: Any, q: int, be: bool, version: int) -> bool:
+    """A record header at ``q`` whose length leads to another header (or the file's end)."""
+    n = b.shape[0]
+    hdr = 48 if version == 7 else 64
+    pdu_off = 46 if version == 7 else 50
+    if q + hdr > n:
+        return False
+    magic = _rd32(b, q, be)
+    if (magic & 0xFFFFFF00) != MAGIC or (magic & 0xFF) != version:
+        return False
+    pdu = _rd16(b, q + pdu_off, be)
+    if pdu > MAX_PDU:
+        return False
+    end = q + hdr + pdu
+    if end > n:
+        return False
+    if end + 4 > n:
+        return True  # the end, or a cut header the walk reports as truncation
+    nxt = _rd32(b, end, be)
+    ok: bool = (nxt & 0xFFFFFF00) == MAGIC and (nxt & 0xFF) == version
+    return ok
 
-    Returns (status, n_events, n_notes, error_offset, error_value).
+
+@numba.njit(cache=True)
+def _resync(b: Any, start: int, be: bool, version: int) -> int:
+    """Offset of the first confirmed record header at or after ``start`` (else the end)."""
+    n = b.shape[0]
+    for q in range(start, n):
+        if _record_ok(b, q, be, version):
+            return q
+    return int(n)
+
+
+@numba.njit(inline="always")
+def _walk_body(b: Any, be: bool, version: int, strict: bool,
+               regions: Any) -> tuple[int, int, int, int, int, int]:
+    """Pass 1: validate the record chain; count events and notes; find corrupt regions.
+
+    Without ``strict``, a damaged region is skipped and recorded in ``regions`` as a row
+    (offset, bytes skipped, REGION_* kind, pdu_len or the bad magic); with ``strict`` it is an
+    error. Returns (status, n_events, n_notes, error_offset, error_value, regions used).
     """
     n = b.shape[0]
     hdr = 48 if version == 7 else 64
@@ -136,17 +193,58 @@ def _walk_body(b: Any, be: bool, version: int) -> tuple[int, int, int, int, int]
     pos = 0
     n_events = 0
     n_notes = 0
+    nreg = 0
     while pos < n:
         if pos + hdr > n:
-            return _TRUNC_HEADER, n_events, n_notes, pos, n - pos
+            return _TRUNC_HEADER, n_events, n_notes, pos, n - pos, nreg
         magic = _rd32(b, pos, be)
         if (magic & 0xFFFFFF00) != MAGIC:
-            return _BAD_MAGIC, n_events, n_notes, pos, magic
+            if strict or pos == 0:
+                return _BAD_MAGIC, n_events, n_notes, pos, magic, nreg
+            if nreg == regions.shape[0]:
+                return _TOO_CORRUPT, n_events, n_notes, pos, nreg, nreg
+            q = _resync(b, pos + 1, be, version)
+            regions[nreg, 0] = pos
+            regions[nreg, 1] = q - pos
+            regions[nreg, 2] = REGION_GARBAGE
+            regions[nreg, 3] = magic
+            nreg += 1
+            pos = q
+            continue
         if (magic & 0xFF) != version:
-            return _VERSION_CHANGE, n_events, n_notes, pos, magic & 0xFF
+            return _VERSION_CHANGE, n_events, n_notes, pos, magic & 0xFF, nreg
         pdu = _rd16(b, pos + pdu_off, be)
-        if pos + hdr + pdu > n:
-            return _PDU_PAST_END, n_events, n_notes, pos, pdu
+        end = pos + hdr + pdu
+        if end > n:
+            return _PDU_PAST_END, n_events, n_notes, pos, pdu, nreg
+        nxt = np.uint32(0)
+        broken = False
+        if pdu <= MAX_PDU and end + 4 <= n:
+            nxt = _rd32(b, end, be)
+            broken = (nxt & 0xFFFFFF00) != MAGIC
+        if pdu > MAX_PDU or (broken and not strict):
+            if pdu > MAX_PDU and strict:
+                return _BAD_PDU, n_events, n_notes, pos, pdu, nreg
+            if nreg == regions.shape[0]:
+                return _TOO_CORRUPT, n_events, n_notes, pos, nreg, nreg
+            q = _resync(b, pos + hdr, be, version)
+            if pdu > MAX_PDU or q < end:
+                # the length is wrong: a real header starts inside the claimed payload (or
+                # the length is impossible); the record is dropped
+                regions[nreg, 0] = pos
+                regions[nreg, 1] = q - pos
+                regions[nreg, 2] = REGION_BAD_LENGTH
+                regions[nreg, 3] = pdu
+                nreg += 1
+                pos = q
+                continue
+            # the record is whole; the bytes after it are not a record
+            regions[nreg, 0] = end
+            regions[nreg, 1] = q - end
+            regions[nreg, 2] = REGION_GARBAGE
+            regions[nreg, 3] = nxt
+            nreg += 1
+            end = q
         action = _rd32(b, pos + act_off, be)
         if action & TC_NOTIFY:
             n_notes += 1
@@ -154,16 +252,20 @@ def _walk_body(b: Any, be: bool, version: int) -> tuple[int, int, int, int, int]
                 n_events += 1
         else:
             n_events += 1
-        pos += hdr + pdu
-    return _OK, n_events, n_notes, 0, 0
+        pos = end
+    return _OK, n_events, n_notes, 0, 0, nreg
 
 
 @numba.njit(inline="always")
 def _decode_body(b: Any, be: bool, version: int,
                  time_ns: Any, seq: Any, dev: Any, cpu: Any, pid: Any, action: Any, rwbs: Any,
                  sector: Any, nr_sectors: Any, aux: Any, aux2: Any, error: Any,
-                 note_off: Any, note_kind: Any, note_row: Any, info: Any) -> tuple[int, int]:
+                 note_off: Any, note_kind: Any, note_row: Any, info: Any, regions: Any,
+                 nreg: int) -> tuple[int, int]:
     """Pass 2: fill the columns. Returns (events written, unknown actions dropped).
+
+    The first ``nreg`` rows of ``regions`` (pass 1's corrupt regions, in file order) are
+    jumped over; sequence tracking starts afresh after each.
 
     Also checks, per (device, cpu) relay stream, that the sequence grows by one (a small
     open-addressing table; wrap at 2**32 is fine). ``info`` receives [gap count, offset of
@@ -186,7 +288,15 @@ def _decode_body(b: Any, be: bool, version: int,
     prev_h: Any = 0
     info[0] = 0
     info[6] = -1
+    r = 0
     while pos < n:
+        if r < nreg and pos == regions[r, 0]:
+            pos += regions[r, 1]
+            r += 1
+            keys[:] = empty_key
+            used = 0
+            prev_key = empty_key
+            continue
         t = _rd64(b, pos + 8, be)
         sq = _rd32(b, pos + 4, be)
         sec = _rd64(b, pos + 16, be)
@@ -353,55 +463,63 @@ def _gather_comm(pid: Any, lut: Any, out: Any) -> None:
 # folds the branches and merges the byte loads into single (byte-swapped) loads, ~8x faster
 # than one function taking them as runtime arguments.
 @numba.njit(cache=True)
-def _walk_le7(b: Any) -> tuple[int, int, int, int, int]:
-    return _walk_body(b, False, 7)
+def _walk_le7(b: Any, strict: bool, regions: Any) -> tuple[int, int, int, int, int, int]:
+    return _walk_body(b, False, 7, strict, regions)
 
 
 @numba.njit(cache=True)
-def _walk_be7(b: Any) -> tuple[int, int, int, int, int]:
-    return _walk_body(b, True, 7)
+def _walk_be7(b: Any, strict: bool, regions: Any) -> tuple[int, int, int, int, int, int]:
+    return _walk_body(b, True, 7, strict, regions)
 
 
 @numba.njit(cache=True)
-def _walk_le8(b: Any) -> tuple[int, int, int, int, int]:
-    return _walk_body(b, False, 8)
+def _walk_le8(b: Any, strict: bool, regions: Any) -> tuple[int, int, int, int, int, int]:
+    return _walk_body(b, False, 8, strict, regions)
 
 
 @numba.njit(cache=True)
-def _walk_be8(b: Any) -> tuple[int, int, int, int, int]:
-    return _walk_body(b, True, 8)
+def _walk_be8(b: Any, strict: bool, regions: Any) -> tuple[int, int, int, int, int, int]:
+    return _walk_body(b, True, 8, strict, regions)
 
 
 @numba.njit(cache=True)
 def _decode_le7(b: Any, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid: Any, action: Any,
                 rwbs: Any, sector: Any, nr_sectors: Any, aux: Any, aux2: Any, error: Any,
-                note_off: Any, note_kind: Any, note_row: Any, info: Any) -> tuple[int, int]:
+                note_off: Any, note_kind: Any, note_row: Any, info: Any, regions: Any,
+                nreg: int) -> tuple[int, int]:
     return _decode_body(b, False, 7, time_ns, seq, dev, cpu, pid, action, rwbs, sector,
-                        nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info)
+                        nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info,
+                        regions, nreg)
 
 
 @numba.njit(cache=True)
 def _decode_be7(b: Any, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid: Any, action: Any,
                 rwbs: Any, sector: Any, nr_sectors: Any, aux: Any, aux2: Any, error: Any,
-                note_off: Any, note_kind: Any, note_row: Any, info: Any) -> tuple[int, int]:
+                note_off: Any, note_kind: Any, note_row: Any, info: Any, regions: Any,
+                nreg: int) -> tuple[int, int]:
     return _decode_body(b, True, 7, time_ns, seq, dev, cpu, pid, action, rwbs, sector,
-                        nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info)
+                        nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info,
+                        regions, nreg)
 
 
 @numba.njit(cache=True)
 def _decode_le8(b: Any, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid: Any, action: Any,
                 rwbs: Any, sector: Any, nr_sectors: Any, aux: Any, aux2: Any, error: Any,
-                note_off: Any, note_kind: Any, note_row: Any, info: Any) -> tuple[int, int]:
+                note_off: Any, note_kind: Any, note_row: Any, info: Any, regions: Any,
+                nreg: int) -> tuple[int, int]:
     return _decode_body(b, False, 8, time_ns, seq, dev, cpu, pid, action, rwbs, sector,
-                        nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info)
+                        nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info,
+                        regions, nreg)
 
 
 @numba.njit(cache=True)
 def _decode_be8(b: Any, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid: Any, action: Any,
                 rwbs: Any, sector: Any, nr_sectors: Any, aux: Any, aux2: Any, error: Any,
-                note_off: Any, note_kind: Any, note_row: Any, info: Any) -> tuple[int, int]:
+                note_off: Any, note_kind: Any, note_row: Any, info: Any, regions: Any,
+                nreg: int) -> tuple[int, int]:
     return _decode_body(b, True, 8, time_ns, seq, dev, cpu, pid, action, rwbs, sector,
-                        nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info)
+                        nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info,
+                        regions, nreg)
 
 
 _WALK = {(False, 7): _walk_le7, (True, 7): _walk_be7, (False, 8): _walk_le8,
@@ -410,9 +528,97 @@ _DECODE = {(False, 7): _decode_le7, (True, 7): _decode_be7, (False, 8): _decode_
            (True, 8): _decode_be8}
 
 
-def _walk(b: Any, be: bool, version: int) -> tuple[int, int, int, int, int]:
+def _walk(b: Any, be: bool, version: int, strict: bool = False,
+          regions: Any = None) -> tuple[int, int, int, int, int, int]:
     """Pass 1 (see :func:`_walk_body`) for one byte order and version."""
-    return _WALK[(bool(be), int(version))](b)  # type: ignore[no-any-return]
+    if regions is None:
+        regions = np.zeros((MAX_REGIONS, 4), np.int64)
+    return _WALK[(bool(be), int(version))](b, bool(strict), regions)  # type: ignore[no-any-return]
+
+
+def walk_records_py(data: bytes, big: bool, version: int, strict: bool = False
+                    ) -> tuple[int, int, int, int, int, list[tuple[int, int, int, int]]]:
+    """Readable Python twin of the compiled first pass (:func:`_walk_body`).
+
+    Follows the record chain through ``data`` the same way and returns the same
+    ``(status, n_events, n_notes, error_offset, error_value, regions)``, ``regions`` as a list
+    of (offset, bytes skipped, REGION_* kind, pdu_len or bad magic). Tests run both on mutated
+    streams and require equal answers, so the compiled code stays what this says.
+    """
+    order: Literal["big", "little"] = "big" if big else "little"
+    n = len(data)
+    hdr = HDR_V1 if version == VERSION_V1 else HDR_V2
+    pdu_off = 46 if version == VERSION_V1 else 50
+    act_off = 28 if version == VERSION_V1 else 32
+
+    def u32(o: int) -> int:
+        return int.from_bytes(data[o:o + 4], order)
+
+    def u16(o: int) -> int:
+        return int.from_bytes(data[o:o + 2], order)
+
+    def is_magic(value: int) -> bool:
+        return (value & 0xFFFFFF00) == MAGIC
+
+    def record_ok(q: int) -> bool:
+        # a header with this file's magic and version whose length leads to another header
+        if q + hdr > n or not is_magic(u32(q)) or (u32(q) & 0xFF) != version:
+            return False
+        length = u16(q + pdu_off)
+        end = q + hdr + length
+        if length > MAX_PDU or end > n:
+            return False
+        if end + 4 > n:
+            return True
+        return is_magic(u32(end)) and (u32(end) & 0xFF) == version
+
+    def resync(start: int) -> int:
+        return next((q for q in range(start, n) if record_ok(q)), n)
+
+    regions: list[tuple[int, int, int, int]] = []
+    events = notes = 0
+    pos = 0
+    while pos < n:
+        if pos + hdr > n:
+            return _TRUNC_HEADER, events, notes, pos, n - pos, regions
+        magic = u32(pos)
+        if not is_magic(magic):
+            if strict or pos == 0:
+                return _BAD_MAGIC, events, notes, pos, magic, regions
+            if len(regions) == MAX_REGIONS:
+                return _TOO_CORRUPT, events, notes, pos, len(regions), regions
+            q = resync(pos + 1)
+            regions.append((pos, q - pos, REGION_GARBAGE, magic))
+            pos = q
+            continue
+        if magic & 0xFF != version:
+            return _VERSION_CHANGE, events, notes, pos, magic & 0xFF, regions
+        length = u16(pos + pdu_off)
+        end = pos + hdr + length
+        if end > n:
+            return _PDU_PAST_END, events, notes, pos, length, regions
+        after = u32(end) if length <= MAX_PDU and end + 4 <= n else 0
+        broken = length <= MAX_PDU and end + 4 <= n and not is_magic(after)
+        if length > MAX_PDU and strict:
+            return _BAD_PDU, events, notes, pos, length, regions
+        if length > MAX_PDU or (broken and not strict):
+            if len(regions) == MAX_REGIONS:
+                return _TOO_CORRUPT, events, notes, pos, len(regions), regions
+            q = resync(pos + hdr)
+            if length > MAX_PDU or q < end:
+                regions.append((pos, q - pos, REGION_BAD_LENGTH, length))
+                pos = q
+                continue
+            regions.append((end, q - end, REGION_GARBAGE, after))
+            end = q
+        action = u32(pos + act_off)
+        if action & TC_NOTIFY:
+            notes += 1
+            events += (action & 0xFEFF) == TN_MESSAGE
+        else:
+            events += 1
+        pos = end
+    return _OK, events, notes, 0, 0, regions
 
 
 @numba.njit(cache=True)
@@ -499,21 +705,33 @@ def _walk_error(name: str, status: int, offset: int, value: int, version: int,
     if status == _PDU_PAST_END:
         return ParseError(name, f"payload length {value} runs past the end of the file "
                                 f"({size} bytes)", offset=offset)
+    if status == _BAD_PDU:
+        return ParseError(name, f"corrupt record: payload length {value} is larger than any "
+                                f"blktrace payload (at most {MAX_PDU} bytes); strict mode "
+                                "refuses damaged files", offset=offset)
+    if status == _TOO_CORRUPT:
+        return ParseError(name, f"more than {value} corrupt regions (the file is damaged "
+                                "throughout, not a usable blktrace)", offset=offset)
     return ParseError(name, f"corrupt record (status {status})", offset=offset)
 
 
-def parse_blktrace_raw(path: str | Path, *, name: str | None = None) -> RawBlktrace:
+def parse_blktrace_raw(path: str | Path, *, name: str | None = None,
+                       strict: bool = False) -> RawBlktrace:
     """Decode one binary blktrace file (any CPU, any number of devices).
+
+    Args:
+        strict: fail on a damaged record instead of skipping it with a warning.
 
     Raises:
         ParseError: bad magic, unsupported version, truncated header, payload past the end
-            (with the record's byte offset).
+            (with the record's byte offset); in strict mode any corrupt record; otherwise
+            more than MAX_REGIONS corrupt regions or more corrupt bytes than good ones.
     """
     label = name or str(path)
     p = Path(path)
     buf, mm = _map(p)
     try:
-        return _parse_buffer(buf, label, p.name)
+        return _parse_buffer(buf, label, p.name, strict)
     finally:
         del buf
         if mm is not None:
@@ -523,16 +741,49 @@ def parse_blktrace_raw(path: str | Path, *, name: str | None = None) -> RawBlktr
                 pass
 
 
-def parse_blktrace_bytes(data: bytes, *, name: str = "<bytes>") -> RawBlktrace:
+def parse_blktrace_bytes(data: bytes, *, name: str = "<bytes>",
+                         strict: bool = False) -> RawBlktrace:
     """Same as :func:`parse_blktrace_raw` for an in-memory buffer (tests, fuzzing)."""
-    return _parse_buffer(np.frombuffer(data, dtype=np.uint8), name, name)
+    return _parse_buffer(np.frombuffer(data, dtype=np.uint8), name, name, strict)
 
 
-def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str) -> RawBlktrace:
+def _region_report(label: str, row: tuple[int, int, int, int], size: int
+                   ) -> tuple[str, dict[str, Any]]:
+    """Warning text and diagnostic of one skipped corrupt region."""
+    off, skipped, kind, value = row
+    to = (f"the next valid record at byte {off + skipped}" if off + skipped < size
+          else "the end of the file")
+    if kind == REGION_BAD_LENGTH:
+        why = (f"payload length {value} is larger than any blktrace payload (at most "
+               f"{MAX_PDU} bytes)" if value > MAX_PDU else
+               f"payload length {value} does not lead to the next record header")
+        reason = (f"corrupt record ({why}): the record is dropped and {skipped} bytes are "
+                  f"skipped to {to}; the file is damaged (not a relay buffer drop)")
+    else:
+        reason = (f"corrupt data (bad magic 0x{value:08x} where a record should start): "
+                  f"{skipped} bytes skipped to {to}; the file is damaged (not a relay buffer "
+                  "drop)")
+    return (f"{label}, byte {off}: {reason}",
+            {"file": label, "offset": off, "reason": reason, "kind": "corrupt_record",
+             "skipped_bytes": skipped})
+
+
+def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str,
+                  strict: bool = False) -> RawBlktrace:
     big, version = _byte_order(buf, label)
-    status, n_events, n_notes, err_off, err_val = _walk(buf, big, version)
+    regions = np.zeros((MAX_REGIONS, 4), np.int64)
+    status, n_events, n_notes, err_off, err_val, nreg = _walk(buf, big, version, strict,
+                                                              regions)
     if status != _OK:
         raise _walk_error(label, int(status), int(err_off), int(err_val), version, len(buf))
+    nreg = int(nreg)
+    region_rows = [(int(regions[i, 0]), int(regions[i, 1]), int(regions[i, 2]),
+                    int(regions[i, 3])) for i in range(nreg)]
+    skipped_total = sum(r[1] for r in region_rows)
+    if skipped_total * 2 > len(buf):
+        raise ParseError(label, f"{skipped_total} of {len(buf)} bytes are corrupt (first "
+                                f"damage at byte {region_rows[0][0]}): not a usable blktrace",
+                         offset=region_rows[0][0])
     cols: dict[str, npt.NDArray[Any]] = {
         "time_ns": np.empty(n_events, np.int64),
         "seq": np.empty(n_events, np.uint32),
@@ -554,7 +805,7 @@ def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str) -> RawB
     k, dropped = _DECODE[(big, version)](
         buf, cols["time_ns"], cols["seq"], cols["dev"], cols["cpu"], cols["pid"],
         cols["action"], cols["rwbs"], cols["sector"], cols["nr_sectors"], cols["aux"],
-        cols["aux2"], cols["error"], note_off, note_kind, note_row, info)
+        cols["aux2"], cols["error"], note_off, note_kind, note_row, info, regions, nreg)
     if info[6] >= 0:
         raise ParseError(label, "cpu number above 65535 in a record (corrupt data)",
                          offset=int(info[6]))
@@ -620,6 +871,10 @@ def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str) -> RawB
         remap_rows = np.cumsum(keep) - 1
         messages = {int(remap_rows[r]): txt for r, txt in messages.items()}
     diagnostics: list[dict[str, Any]] = []
+    for region in region_rows:
+        text, diag = _region_report(label, region, len(buf))
+        warnings.append(text)
+        diagnostics.append(diag)
     mo = re.search(r"\.blktrace\.(\d+)$", basename)
     if mo and len(table):
         want = int(mo.group(1))

@@ -44,7 +44,7 @@ _IOSTAT_HDR_RE = re.compile(r"^Device:?\s+.*(?:r/s|rrqm/s|tps)")
 _SYSFS_RE = re.compile(r"^(?:## /sys/block/\S+/queue\s*$|/sys/block/[^/\s]+/queue/\w+:)")
 _MDSTAT_RE = re.compile(r"^Personalities\s*:")
 #: a manifest key or table on any line (a manifest may start with comments)
-_MANIFEST_KEYS_RE = re.compile(r"^\s*(?:kernel|role)\s*=|^\s*\[(?:stack|workload|limits|devices)",
+_MANIFEST_KEYS_RE = re.compile(r"^\s*(?:kernel|role|strict)\s*=|^\s*\[(?:stack|workload|limits|devices)",
                                re.MULTILINE)
 
 
@@ -116,6 +116,14 @@ def detect_bytes(head: bytes, name: str) -> str:
             return "sysfs-queue"
         if _MDSTAT_RE.match(line):
             return "mdstat"
+    if len(head) >= SNIFF_BYTES and not any(ln.strip() for ln in lines):
+        # the first non-blank line runs past the sniff window: say so (the parsers' words),
+        # not "first line: ''" (issue 10 item 15)
+        first_char = len(head) - len(head.lstrip())
+        start = head.rfind(b"\n", 0, first_char) + 1
+        raise UnknownFormatError(
+            name, f"line longer than {len(head) - start - 1} bytes (not a text trace?)",
+            line=head.count(b"\n", 0, start) + 1)
     first = next((ln for ln in lines if ln.strip()), "")[:80]
     raise UnknownFormatError(
         name, "not a recognised trace or summary format (blktrace binary, blkparse text, "

@@ -58,6 +58,8 @@ class Manifest:
     #: md arrays from /proc/mdstat
     md: list[dict[str, Any]] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    #: ``strict = true``: a damaged binary record fails the bundle instead of being skipped
+    strict: bool | None = None
 
     def dev_for_name(self, name: str) -> int | None:
         """The dev_t of a disk name (``ublkb0``), if the manifest maps it."""
@@ -97,7 +99,7 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "role": self.role, "workload": self.workload,
                 "stack": self.stack, "limits": self.limits, "devices": self.devices,
-                "md": self.md, "sources": self.sources}
+                "md": self.md, "sources": self.sources, "strict": self.strict}
 
 
 def _read_text(path: Path, name: str) -> str:
@@ -148,6 +150,10 @@ def load_toml_manifest(path: Path, name: str, into: Manifest | None = None) -> M
         if role not in ("baseline", "patched"):
             raise ParseError(name, f"role must be 'baseline' or 'patched', not {role!r}")
         m.role = role
+    if "strict" in data:
+        if not isinstance(data["strict"], bool):
+            raise ParseError(name, f"strict must be true or false, not {data['strict']!r}")
+        m.strict = data["strict"]
     for key in ("workload", "stack"):
         if key in data:
             if not isinstance(data[key], dict):

@@ -66,3 +66,24 @@ def test_detect_manifest_after_comments_or_with_devices_only(tmp_path: Path, tex
     p = tmp_path / "upload.bin"
     p.write_text(text)
     assert detect_format(p) == "manifest"
+
+
+def test_huge_single_line_says_line_too_long(tmp_path: Path) -> None:
+    """A 20 MB line that starts like blkparse is 'line longer than N bytes' at detection too,
+    with its line number, not 'not a recognised trace ... first line: ""' (issue 10 item 15)."""
+    from workers.errors import UnknownFormatError
+    from workers.traces.detect import SNIFF_BYTES
+
+    p = tmp_path / "huge.txt"
+    with open(p, "wb") as fh:
+        fh.write(b"  8,0    0        1     0.000000000   843  Q   R 0 + 8 [dd] ")
+        fh.write(b"x" * (20 * 2**20))
+    with pytest.raises(UnknownFormatError) as ei:
+        detect_format(p, name="huge.txt")
+    assert ei.value.line == 1
+    assert ei.value.reason == f"line longer than {SNIFF_BYTES - 1} bytes (not a text trace?)"
+    # after blank lines the line number is the long line's
+    p.write_bytes(b"\n\n" + b"  8,0    0 " + b"y" * SNIFF_BYTES)
+    with pytest.raises(UnknownFormatError, match="line longer than 65533 bytes") as ei:
+        detect_format(p, name="huge.txt")
+    assert ei.value.line == 3
