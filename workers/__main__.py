@@ -15,6 +15,8 @@ SUBCOMMANDS = {
     "analyze": "seek histogram, request sizes and an iostat-like table per device",
     "replay": "predict what the disks see under a kernel preset and policy",
     "compare": "baseline vs patched plain-text report, as pasted into a mail reply",
+    "fidelity": "replay real captures with their kernel's preset and score the predicted D "
+                "streams against the real ones",
 }
 
 

@@ -40,13 +40,13 @@ def device_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def directory_files(directory: Path) -> list[str]:
+def directory_files(directory: Path, warnings: list[str] | None = None) -> list[str]:
     """Files of a capture directory taken as one bundle.
 
     Files of no known format (notes, command logs) are skipped with a warning on stderr, and
     when the directory holds raw blktrace files the blkparse text rendered from them is
     skipped too: it is the same events twice (``ingest`` would drop it anyway, this keeps the
-    file list short).
+    file list short). With a ``warnings`` list the skips are appended there instead.
     """
     from workers.traces import detect_format
 
@@ -55,7 +55,11 @@ def directory_files(directory: Path) -> list[str]:
         try:
             found.append((str(f), detect_format(f, name=str(f))))
         except ParseError:
-            sys.stderr.write(f"warning: {f}: not a trace, summary or manifest; skipped\n")
+            msg = f"{f}: not a trace, summary or manifest; skipped"
+            if warnings is None:
+                sys.stderr.write(f"warning: {msg}\n")
+            else:
+                warnings.append(msg)
     has_binary = any(fmt == "blktrace" for _, fmt in found)
     return [f for f, fmt in found if not (has_binary and fmt == "blkparse")]
 

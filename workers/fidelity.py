@@ -1,0 +1,323 @@
+"""Fidelity: replay real captures and score the predicted D streams against the real ones.
+
+The replay model is only worth trusting where it was measured against real kernels
+(issue 13, "The fidelity matrix"). For each capture (a bundle with a ``blkreview.toml``
+manifest: kernel, stack, limits) this replays the top device's Q events with the kernel's
+preset and compares what every device was really sent (its D events) with what the model says
+it is sent:
+
+* **order** mode, for workloads with one submitting thread (dd, one fio job): the D stream per
+  device as a sequence of ``(sector, size, direction)`` and, for a stack, the sequence across
+  its devices in issue order. A score is the longest run of observed requests the prediction
+  issues in the same relative order, over the larger of the two counts
+  (:func:`workers.compare.matched_in_order`), so a missing request and an invented one cost
+  alike.
+* **distribution** mode, for racing threads (several pids submit Q on the top device), whose
+  interleaving no model can predict request by request: per device, one minus the mean of
+  the halved L1 distances of the request-size and seek-distance histograms and of the
+  difference in backward-dispatch share.
+
+A capture's score is the mean over its devices, averaged with the cross-device order score
+where there is one. Nothing here is fitted: the scores say how close the model is, and which
+captures were used to calibrate it is the caller's split (``--calibration``), reported apart.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from workers.analyzers.seek import seek_from_arrays
+from workers.analyzers.sizes import size_stats_from_arrays
+from workers.compare import l1_normalized, matched_in_order
+from workers.errors import BlkreviewError
+from workers.events import ACT_ISSUE, ACT_QUEUE, RWBS_WRITE, EventTable, dev_str
+
+MANIFEST = "blkreview.toml"
+MODES = ("auto", "order", "distribution")
+
+
+@dataclass(frozen=True)
+class DeviceScore:
+    """One device of one capture: observed vs predicted D requests."""
+
+    dev: str
+    observed: int
+    predicted: int
+    score: float
+    #: order mode: share in order over max(observed, predicted); None in distribution mode
+    in_order: float | None = None
+    size_l1: float | None = None
+    seek_l1: float | None = None
+    backward_diff: float | None = None
+
+
+@dataclass(frozen=True)
+class CaptureScore:
+    """The score of one capture (one kernel x one workload)."""
+
+    name: str
+    kernel: str
+    workload: str
+    mode: str
+    score: float | None
+    devices: list[DeviceScore] = field(default_factory=list)
+    cross_device: float | None = None
+    calibration: bool = False
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    #: the kernel whose preset was replayed (the capture's own unless overridden)
+    preset: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def find_captures(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Capture directories under ``paths``: each directory holding a ``blkreview.toml``
+    (a path that is itself one is taken as is), sorted for a stable table."""
+    found: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if not path.exists():
+            raise BlkreviewError(f"{path}: no such file or directory")
+        if path.is_file():
+            found.append(path)
+        elif (path / MANIFEST).is_file():
+            found.append(path)
+        else:
+            found.extend(sorted(m.parent for m in path.rglob(MANIFEST)))
+    return sorted(dict.fromkeys(found))
+
+
+def _requests(table: EventTable, rows: npt.NDArray[np.intp], dev_index: npt.NDArray[np.int64]
+              | None = None) -> npt.NDArray[np.int64]:
+    """``(key, size)`` pairs of D rows: key = sector*2 + write (+ device index above bit 48)."""
+    key = table.sector[rows].astype(np.int64) * 2 + (
+        (table.rwbs[rows].astype(np.int64) & RWBS_WRITE) != 0).astype(np.int64)
+    if dev_index is not None:
+        key = key + (dev_index << 48)
+    return np.stack([key, table.nr_sectors[rows].astype(np.int64)], axis=1)
+
+
+def _in_order(obs: npt.NDArray[np.int64], pred: npt.NDArray[np.int64]) -> float:
+    if len(obs) == 0 and len(pred) == 0:
+        return 1.0
+    share = matched_in_order(obs, pred)  # over len(obs)
+    return float(share * len(obs) / max(len(obs), len(pred)))
+
+
+def _issue_rows(table: EventTable, dev: int) -> npt.NDArray[np.intp]:
+    rows = np.flatnonzero((table.action == ACT_ISSUE) & (table.dev == dev))
+    return rows[np.argsort(table.time_ns[rows], kind="stable")]
+
+
+def _backward_share(table: EventTable, dev: int) -> float | None:
+    rows = _issue_rows(table, dev)
+    if len(rows) < 2:
+        return None
+    start = table.sector[rows].astype(np.int64)
+    end = start + table.nr_sectors[rows].astype(np.int64)
+    return float(np.mean(start[1:] < end[:-1]))
+
+
+def _l1(a: list[int], b: list[int]) -> float:
+    d = l1_normalized(a, b)
+    if d is None:
+        return 0.0 if sum(a) == sum(b) == 0 else 2.0
+    return d
+
+
+def racing_threads(table: EventTable, top: int) -> bool:
+    """Several threads submit to the top device: the interleaving is not deterministic."""
+    q = (table.action == ACT_QUEUE) & (table.dev == top) & (table.nr_sectors > 0)
+    return len(np.unique(table.pid[q])) > 1
+
+
+def score_tables(observed: EventTable, predicted: EventTable, devices: Sequence[int], *,
+                 mode: str) -> tuple[list[DeviceScore], float | None]:
+    """Per-device scores and the cross-device order score (order mode, >1 device)."""
+    scores: list[DeviceScore] = []
+    for dev in devices:
+        o_rows, p_rows = _issue_rows(observed, dev), _issue_rows(predicted, dev)
+        if mode == "order":
+            s = _in_order(_requests(observed, o_rows), _requests(predicted, p_rows))
+            scores.append(DeviceScore(dev_str(dev), len(o_rows), len(p_rows), s, in_order=s))
+            continue
+        def hists(t: EventTable, rows: npt.NDArray[np.intp]) -> tuple[list[int], list[int]]:
+            sz = size_stats_from_arrays(t.nr_sectors[rows], t.rwbs[rows]).counts
+            sk = seek_from_arrays(t.sector[rows], t.nr_sectors[rows]).counts
+            return list(sz), list(sk)
+
+        (o_sz, o_sk), (p_sz, p_sk) = hists(observed, o_rows), hists(predicted, p_rows)
+        # one side empty: as far apart as two histograms can be
+        size_l1 = _l1(p_sz, o_sz)
+        seek_l1 = _l1(p_sk, o_sk)
+        ob, pb = _backward_share(observed, dev), _backward_share(predicted, dev)
+        back = abs(ob - pb) if ob is not None and pb is not None else 0.0
+        s = 1.0 - (size_l1 / 2 + seek_l1 / 2 + back) / 3
+        scores.append(DeviceScore(dev_str(dev), len(o_rows), len(p_rows), s, size_l1=size_l1,
+                                  seek_l1=seek_l1, backward_diff=back))
+    cross = None
+    if mode == "order" and len(devices) > 1:
+        index = {d: i for i, d in enumerate(devices)}
+
+        def across(table: EventTable) -> npt.NDArray[np.int64]:
+            rows = np.flatnonzero((table.action == ACT_ISSUE) & np.isin(table.dev, devices))
+            rows = rows[np.argsort(table.time_ns[rows], kind="stable")]
+            idx = np.array([index[int(d)] for d in table.dev[rows]], dtype=np.int64)
+            return _requests(table, rows, idx)
+
+        cross = _in_order(across(observed), across(predicted))
+    return scores, cross
+
+
+def score_capture(path: str | os.PathLike[str], *, mode: str = "auto",
+                  kernel: str | None = None) -> CaptureScore:
+    """Replay one capture and score it; a capture the model cannot take is a scored error."""
+    from workers.model import (
+        bios_from_table,
+        kernel_version_warnings,
+        preset_for_kernel,
+        replay,
+        stack_from_manifest,
+    )
+    from workers.traces import ingest
+
+    path = Path(path)
+    from workers.cli.common import directory_files
+
+    name = path.name
+    skipped: list[str] = []
+    files = [str(path)] if path.is_file() else directory_files(path, skipped)
+    try:
+        ing = ingest(files, names=[Path(f).name for f in files])
+    except BlkreviewError as exc:
+        return CaptureScore(name, kernel or "", "", mode, None, error=str(exc))
+    manifest: dict[str, Any] = {}
+    if ing.manifest is not None:
+        manifest = {k: getattr(ing.manifest, k) for k in ("kernel", "stack", "limits",
+                                                         "devices", "workload")}
+    if (path / MANIFEST).is_file():  # keep the raw TOML's extra tables (e.g. [fidelity])
+        raw = tomllib.loads((path / MANIFEST).read_text())
+    else:
+        raw = {}
+    own = str(manifest.get("kernel") or "")
+    kern = kernel or own
+    work = str(((manifest.get("workload") or {}) or {}).get("command") or "")
+    label = str((raw.get("fidelity") or {}).get("name") or name)
+    if not kern:
+        return CaptureScore(label, "", work, mode, None, error="the manifest names no kernel")
+    own = own or kern
+    try:
+        stack = stack_from_manifest(manifest)
+        table = ing.table
+        top = stack.top.dev
+        want = mode if mode != "auto" else (
+            str((raw.get("fidelity") or {}).get("mode") or "")
+            or ("distribution" if racing_threads(table, top) else "order"))
+        bios = bios_from_table(table, top, workload=work or None)
+        predicted = replay(bios, stack, preset_for_kernel(kern))
+    except BlkreviewError as exc:
+        return CaptureScore(label, own, work, mode, None, error=str(exc), preset=kern)
+    devices = [int(d) for d in np.unique(table.dev[table.action == ACT_ISSUE])]
+    dev_scores, cross = score_tables(table, predicted, devices, mode=want)
+    if not dev_scores:
+        return CaptureScore(label, own, work, want, None, error="no D events to score",
+                            preset=kern)
+    mean_dev = float(np.mean([d.score for d in dev_scores]))
+    score = mean_dev if cross is None else (mean_dev + cross) / 2
+    return CaptureScore(label, own, work, want, score, dev_scores, cross,
+                        warnings=kernel_version_warnings(kern), preset=kern)
+
+
+def is_calibration(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def score_all(paths: Iterable[str | os.PathLike[str]], *, mode: str = "auto",
+              calibration: Sequence[str] = (), kernel: str | None = None
+              ) -> list[CaptureScore]:
+    """Every capture under ``paths``; ``calibration`` globs (over ``kernel/workload`` names)
+    mark the captures the model was calibrated on, reported apart from the held-out rest."""
+    out = []
+    for cap in find_captures(paths):
+        s = score_capture(cap, mode=mode, kernel=kernel)
+        full = f"{cap.parent.name}/{cap.name}"
+        if is_calibration(full, calibration) or is_calibration(cap.name, calibration):
+            s = CaptureScore(**{**asdict(s), "devices": s.devices, "calibration": True})
+        out.append(s)
+    return out
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean and worst score of a set of captures."""
+
+    count: int
+    mean: float | None
+    worst: float | None
+    worst_name: str | None
+    errors: int
+
+
+def summarize(scores: Sequence[CaptureScore]) -> Summary:
+    ok = [s for s in scores if s.score is not None]
+    errors = len(scores) - len(ok)
+    if not ok:
+        return Summary(len(scores), None, None, None, errors)
+    worst = min(ok, key=lambda s: s.score if s.score is not None else 0.0)
+    return Summary(len(scores), float(np.mean([s.score for s in ok])), worst.score, worst.name,
+                   errors)
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.1f}%"
+
+
+def markdown_table(scores: Sequence[CaptureScore]) -> str:
+    """Kernel x workload table (rows: workloads; columns: kernels) with mean and worst, and
+    the calibration and held-out sets summarized apart."""
+    kernels = sorted({s.kernel for s in scores})
+    workloads = sorted({s.name for s in scores})
+    cell = {(s.name, s.kernel): s for s in scores}
+    presets = sorted({s.preset for s in scores if s.preset and s.preset != s.kernel})
+    lines = [f"Replayed with the preset of {', '.join(presets)} instead of each capture's own "
+             "kernel.\n"] if presets else []
+    lines += ["| workload | " + " | ".join(kernels) + " |",
+             "|---|" + "---|" * len(kernels)]
+    for w in workloads:
+        row = []
+        for k in kernels:
+            s = cell.get((w, k))
+            if s is None:
+                row.append("")
+            elif s.score is None:
+                row.append("error")
+            else:
+                row.append(_pct(s.score) + (" (cal)" if s.calibration else ""))
+        lines.append(f"| {w} | " + " | ".join(row) + " |")
+    lines.append("")
+    for title, subset in (("all", list(scores)),
+                          ("calibration", [s for s in scores if s.calibration]),
+                          ("held out", [s for s in scores if not s.calibration])):
+        if not subset:
+            continue
+        sm = summarize(subset)
+        lines.append(f"- {title}: {sm.count} captures, mean {_pct(sm.mean)}, worst "
+                     f"{_pct(sm.worst)}" + (f" ({sm.worst_name})" if sm.worst_name else "")
+                     + (f", {sm.errors} not scored" if sm.errors else ""))
+    errors = [s for s in scores if s.error]
+    if errors:
+        lines.append("")
+        lines.append("Not scored:")
+        lines.extend(f"- {s.kernel or '?'} / {s.name}: {s.error}" for s in errors)
+    return "\n".join(lines) + "\n"
