@@ -73,14 +73,20 @@ class UploadForm(forms.Form):
                                            "throughput_drop_fail_pct=5,latency_rise_warn_pct=20")
     public = forms.BooleanField(required=False, initial=True,
                                 help_text="Anyone may read a public comparison without logging in.")
+    patch = forms.IntegerField(required=False, widget=forms.HiddenInput,
+                               help_text="an existing patch (of a series) this comparison is for")
+    baseline_from = forms.IntegerField(
+        required=False, label="Baseline from the fixed commit",
+        help_text="use the patched runs of this comparison (of the patch named by Fixes:) as "
+                  "the baseline instead of uploading baseline files")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        if not data.get("baseline_files"):
+        if not data.get("baseline_files") and not data.get("baseline_from"):
             self.add_error("baseline_files", "Upload at least one baseline file.")
         if not data.get("patched_files"):
             self.add_error("patched_files", "Upload at least one patched file.")
-        if not data.get("title") and not data.get("mbox"):
+        if not data.get("title") and not data.get("mbox") and not data.get("patch"):
             self.add_error("title", "Give the patch title or upload its mail.")
         return data
 

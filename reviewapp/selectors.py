@@ -416,3 +416,24 @@ def series_check_rollup(series: Series, user: Any) -> str | None:
     states = [chk.state for p in series.patches.all() for chk in
               patch_checks_with_comparison(p, user)]
     return check_rollup(states)
+
+
+def fixes_offers(patch: Patch, user: Any) -> list[dict[str, Any]]:
+    """For each ``Fixes: <sha> ("subject")`` of ``patch``: the known patch with that subject
+    (the fixed commit's patch) and its comparisons the user may read, newest first; their
+    patched runs (the kernel with the fixed commit) are the natural baseline of this patch."""
+    import re
+
+    out = []
+    for tag in patch.fixes or []:
+        m = re.match(r'\s*([0-9a-fA-F]{7,40})\s*\(\s*"?(.*?)"?\s*\)\s*$', str(tag))
+        if not m or not m.group(2):
+            continue
+        sha, subject = m.group(1), m.group(2)
+        fixed = (patch_list_for_user(user).filter(title__iexact=subject).exclude(pk=patch.pk)
+                 .order_by("-created").first())
+        if fixed is None:
+            continue
+        comps = list(comparison_list_for_user(user).filter(patch=fixed).order_by("-created")[:10])
+        out.append({"fixes": str(tag), "sha": sha, "patch": fixed, "comparisons": comps})
+    return out

@@ -21,11 +21,12 @@ from reviewapp.api.serializers import (
     ComparisonResultsOutput,
     absolute,
 )
-from reviewapp.models import ComparisonResult, Patch, TraceBundle
+from reviewapp.models import ComparisonResult, TraceBundle
 from reviewapp.selectors import (
     comparison_get_for_user,
     comparison_list_for_user,
     comparison_result,
+    patch_list_for_user,
     side_bundles,
 )
 from reviewapp.services import NotAllowed, UploadRejected
@@ -58,6 +59,9 @@ class SubmissionInput(serializers.Serializer):
     version = serializers.CharField(required=False, allow_blank=True, max_length=40)
     author = serializers.CharField(required=False, allow_blank=True, max_length=200)
     mbox = serializers.FileField(required=False, help_text="the patch mail / mbox")
+    patch = serializers.IntegerField(required=False,
+                                     help_text="an existing patch (e.g. of a series) instead of "
+                                               "title/mbox")
     baseline_files = serializers.ListField(child=serializers.FileField())
     patched_files = serializers.ListField(child=serializers.FileField())
     baseline_kernel = serializers.CharField(required=False, allow_blank=True, max_length=100)
@@ -128,7 +132,7 @@ class ComparisonListCreateApi(APIView):
         baseline = _bundles(d["baseline"], "baseline")
         patched = _bundles(d["patched"], "patched")
         if d.get("patch"):
-            patch = Patch.objects.filter(pk=d["patch"]).first()
+            patch = patch_list_for_user(request.user).filter(pk=d["patch"]).first()
             if patch is None:
                 raise UploadRejected(f"patch: no patch with id {d['patch']}", field="patch")
         else:
@@ -155,7 +159,16 @@ class SubmissionCreateApi(UploadApiView):
     def post(self, request: Request, version: str) -> Response:
         d = request.data
         mail = request.FILES.get("mbox")
+        patch = None
+        if d.get("patch"):
+            try:
+                patch = patch_list_for_user(request.user).filter(pk=int(d["patch"])).first()
+            except (TypeError, ValueError):
+                patch = None
+            if patch is None:
+                raise UploadRejected(f"patch: no patch with id {d['patch']}", field="patch")
         comparison, _ = submission_create(
+            patch=patch,
             title=d.get("title", ""), version=d.get("version", ""), author=d.get("author", ""),
             mail=mail, baseline_files=files_of(request, "baseline_files"),
             patched_files=files_of(request, "patched_files"),

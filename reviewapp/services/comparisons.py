@@ -99,39 +99,47 @@ def submission_create(*, title: str = "", version: str = "", author: str = "",
                       patched_files: Sequence[Any], baseline_kernel: str = "",
                       patched_kernel: str = "", stack: str = "", limits: str = "",
                       workload: str = "", policy: str = "", public: bool = True,
-                      user: Any = None, thresholds: Any = None,
+                      user: Any = None, thresholds: Any = None, patch: Patch | None = None,
+                      baseline_bundles: Sequence[TraceBundle] | None = None,
                       ) -> tuple[Comparison, dict[str, tuple[TraceBundle, bool]]]:
     """Patch + one bundle per side + the comparison, in one go (the form and /submissions/).
 
+    ``patch`` attaches the comparison to an existing patch (one of a series) instead of
+    creating one; ``baseline_bundles`` reuses runs already uploaded (the Fixes:-aware pairing:
+    the patched runs of the fixed commit's comparison) instead of ``baseline_files``.
     Everything is validated before anything is stored: metadata and both sides' files.
     """
     meta, raw = (None, "")
-    if mail is not None:
+    if mail is not None and patch is None:
         from reviewapp.services.patches import patch_meta_from_upload
 
         meta, raw = patch_meta_from_upload(mail)
-    if not (title or (meta and meta.title)):
+    if patch is None and not (title or (meta and meta.title)):
         raise UploadRejected("a patch title is required (or a patch mail to take it from)",
                              field="title")
     policy = clean_policy(policy)
     from reviewapp.services.results import clean_thresholds
 
     clean_thresholds(thresholds)  # reject bad thresholds before storing any file
-    bundle_validate(files=baseline_files, side_label="baseline")
+    if not baseline_bundles:
+        bundle_validate(files=baseline_files, side_label="baseline")
     bundle_validate(files=patched_files, side_label="patched")
     with transaction.atomic():
-        bundles = {
-            c.ROLE_BASELINE: bundle_create(
+        bundles = {}
+        if not baseline_bundles:
+            bundles[c.ROLE_BASELINE] = bundle_create(
                 files=baseline_files, role=c.ROLE_BASELINE, kernel=baseline_kernel, stack=stack,
-                limits=limits, workload=workload, user=user, side_label="baseline"),
-            c.ROLE_PATCHED: bundle_create(
-                files=patched_files, role=c.ROLE_PATCHED, kernel=patched_kernel, stack=stack,
-                limits=limits, workload=workload, user=user, side_label="patched"),
-        }
-        patch = patch_create(title=title, version=version, author=author, meta=meta, raw=raw,
-                             user=user, public=public)
+                limits=limits, workload=workload, user=user, side_label="baseline")
+        bundles[c.ROLE_PATCHED] = bundle_create(
+            files=patched_files, role=c.ROLE_PATCHED, kernel=patched_kernel, stack=stack,
+            limits=limits, workload=workload, user=user, side_label="patched")
+        baseline = (list(baseline_bundles) if baseline_bundles
+                    else [bundles[c.ROLE_BASELINE][0]])
+        if patch is None:
+            patch = patch_create(title=title, version=version, author=author, meta=meta,
+                                 raw=raw, user=user, public=public)
         comparison = comparison_create(
-            patch=patch, baseline=[bundles[c.ROLE_BASELINE][0]],
+            patch=patch, baseline=baseline,
             patched=[bundles[c.ROLE_PATCHED][0]], policy=policy, public=public, user=user,
             thresholds=thresholds,
         )

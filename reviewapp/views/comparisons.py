@@ -33,15 +33,53 @@ FIELD_OF = {"baseline": "baseline_files", "patched": "patched_files", "mbox": "m
             "title": "title", "policy": "policy", "thresholds": "thresholds"}
 
 
+def _upload_patch(request: HttpRequest, value: Any) -> Any:
+    """The existing patch the upload is for (``?patch=`` or the hidden field), if readable."""
+    from reviewapp.selectors import patch_list_for_user
+
+    try:
+        pk = int(value)
+    except (TypeError, ValueError):
+        return None
+    return patch_list_for_user(request.user).filter(pk=pk).first()
+
+
+def _baseline_from(request: HttpRequest, offers: list[dict[str, Any]], value: Any) -> list[Any]:
+    """The patched runs of an offered comparison (Fixes:-aware pairing); [] when none."""
+    if not value:
+        return []
+    for offer in offers:
+        for cmp in offer["comparisons"]:
+            if cmp.pk == value:
+                return list(cmp.patched_bundles.order_by("pk"))
+    return []
+
+
 @login_required
 def upload(request: HttpRequest) -> HttpResponse:
-    """The upload form; on success the browser lands on the comparison page."""
+    """The upload form; on success the browser lands on the comparison page.
+
+    With ``?patch=<id>`` the comparison is for that (series) patch; when the patch names
+    ``Fixes:`` of a known patch, that patch's comparisons are offered as the baseline.
+    """
+    from reviewapp.selectors import fixes_offers
+
+    patch = _upload_patch(request, request.POST.get("patch") if request.method == "POST"
+                          else request.GET.get("patch"))
+    offers = fixes_offers(patch, request.user) if patch is not None else []
+    ctx: dict[str, Any] = {"patch": patch, "fix_offers": offers}
     if request.method == "POST":
         form = UploadForm(request.POST, request.FILES)
         if form.is_valid():
             d = form.cleaned_data
+            baseline = _baseline_from(request, offers, d.get("baseline_from"))
+            if d.get("baseline_from") and not baseline:
+                form.add_error("baseline_from", "Choose one of the offered comparisons.")
+                return render(request, "reviewapp/upload.html", {**ctx, "form": form},
+                              status=400)
             try:
                 comparison, _ = submission_create(
+                    patch=patch, baseline_bundles=baseline or None,
                     title=d["title"], version=d["version"], author=d["author"],
                     mail=d.get("mbox"), baseline_files=d["baseline_files"],
                     patched_files=d["patched_files"], baseline_kernel=d["baseline_kernel"],
@@ -57,8 +95,11 @@ def upload(request: HttpRequest) -> HttpResponse:
                 return redirect(comparison)
         else:
             status = 400
-        return render(request, "reviewapp/upload.html", {"form": form}, status=status)
-    return render(request, "reviewapp/upload.html", {"form": UploadForm(initial={"public": True})})
+        return render(request, "reviewapp/upload.html", {**ctx, "form": form}, status=status)
+    initial: dict[str, Any] = {"public": True}
+    if patch is not None:
+        initial.update(patch=patch.pk, public=patch.public)
+    return render(request, "reviewapp/upload.html", {**ctx, "form": UploadForm(initial=initial)})
 
 
 def stage_label(entry: dict[str, Any]) -> str:

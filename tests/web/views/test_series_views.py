@@ -135,3 +135,34 @@ def test_private_series_and_patch_404_for_others(client, user, other_user, passw
     assert s.title not in client.get("/series/").content.decode()
     client.login(username=user.username, password=password)
     assert client.get(f"/series/{s.pk}/").status_code == 200
+
+
+def test_upload_for_series_patch_with_fixes_pairing(logged_in_client, user, seed000_before,
+                                                    seed000_after):
+    """?patch= names a series patch; its Fixes: subject matches a known patch whose
+    comparison's patched runs are offered and used as this comparison's baseline."""
+    fixed_mail = (b"From: A <a@blkreview.test>\nSubject: [PATCH] When stacked block devices are "
+                  b"in-use (e.g. md or dm), the recursive calls\nMessage-ID: <fixed@x>\n\n"
+                  b"msg\n---\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    fixed = series_create_from_mail(data=fixed_mail, user=user).patches.get()
+    resp = logged_in_client.post("/upload/", {
+        "patch": str(fixed.pk),
+        "baseline_files": SimpleUploadedFile("b.txt", seed000_before),
+        "patched_files": SimpleUploadedFile("p.txt", seed000_after), "public": "on"})
+    assert resp.status_code == 302, resp.content.decode()[-2000:]
+    first = Comparison.objects.get(patch=fixed)
+    fix = series_create_from_mail(data=mbox("series_split_head_v1.mbox"), user=user
+                                  ).patches.get(position=2)
+    page = logged_in_client.get(f"/upload/?patch={fix.pk}").content.decode()
+    assert 'id="fix-offers"' in page and f'value="{first.pk}"' in page
+    resp = logged_in_client.post("/upload/", {
+        "patch": str(fix.pk), "baseline_from": str(first.pk),
+        "patched_files": SimpleUploadedFile("p2.txt", seed000_after.replace(b"[dd]", b"[fio]")),
+        "public": "on"})
+    assert resp.status_code == 302, resp.content.decode()[-2000:]
+    second = Comparison.objects.get(patch=fix)
+    assert list(second.baseline_bundles.all()) == list(first.patched_bundles.all())
+    resp = logged_in_client.post("/upload/", {
+        "patch": str(fix.pk), "baseline_from": "999999",
+        "patched_files": SimpleUploadedFile("p3.txt", seed000_after)})
+    assert resp.status_code == 400 and "Choose one of the offered" in resp.content.decode()
