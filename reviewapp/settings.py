@@ -13,7 +13,8 @@ Three situations share this one module:
 
 Environment variables: DATABASE_URL, CELERY_BROKER_URL or REDIS_URL, SECRET_KEY, DEBUG,
 ALLOWED_HOSTS (comma separated), CSRF_TRUSTED_ORIGINS (comma separated), MEDIA_ROOT,
-STATIC_ROOT, BLKREVIEW_MAX_UPLOAD_MB, BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_TASK_TIME_LIMIT,
+STATIC_ROOT, STORAGE_URL (or AWS_STORAGE_BUCKET_NAME and the other AWS_* variables: uploads and
+tables in an S3-compatible bucket, see reviewapp/storage_config.py), BLKREVIEW_MAX_UPLOAD_MB, BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_TASK_TIME_LIMIT,
 BLKREVIEW_CHECK_* (check verdict thresholds, see BLKREVIEW_CHECK_THRESHOLDS).
 """
 
@@ -29,6 +30,8 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from reviewapp.storage_config import storage_backend
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("BLKREVIEW_VAR_DIR", BASE_DIR / "var"))
 
@@ -42,6 +45,8 @@ if TESTING:
     os.environ.setdefault("SECRET_KEY", "blkreview-tests-only-" + "x" * 40)
     os.environ.setdefault("BLKREVIEW_ANALYSIS_QUEUE", f"analysis-test-{os.getpid()}")
     os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="blkreview-test-media-"))
+    # with STORAGE_URL=s3...: this run's key prefix in the bucket (the worker inherits it)
+    os.environ.setdefault("AWS_LOCATION", f"test-{os.getpid()}")
 
 
 def ensure_dir(path: Path) -> None:
@@ -190,8 +195,12 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
 # https://docs.djangoproject.com/en/5.2/topics/files/
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media" if EMBEDDED else BASE_DIR / "media"))
 MEDIA_URL = "media/"
+# Uploaded bundles and parsed tables: MEDIA_ROOT by default, an S3-compatible bucket when
+# STORAGE_URL (or AWS_STORAGE_BUCKET_NAME) says so; see reviewapp/storage_config.py.
+# https://django-storages.readthedocs.io/en/latest/backends/amazon-S3.html
+STORAGE_DEFAULT = storage_backend(os.environ)
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": STORAGE_DEFAULT,
     # Compressed but not manifest-hashed, so pages render without a prior collectstatic.
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }

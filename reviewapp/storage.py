@@ -4,7 +4,9 @@ Uploads are streamed chunk by chunk into storage while a sha256 and a byte count
 (:class:`HashingFile`), so a bundle is never read wholly into memory and its checksum costs no
 second pass. Names are generated (``traces/<uuid>``); the client's path is never used.
 For the worker, :func:`local_copy` gives a filesystem path for a stored name (the storage's own
-path when it has one, else a temporary copy), because the engine reads files by path.
+path when it has one, else a temporary copy streamed from the bucket), because the engine reads
+files by path. The storage is MEDIA_ROOT or an S3-compatible bucket (reviewapp/storage_config.py);
+web and workers share only the storage, never a filesystem.
 """
 
 from __future__ import annotations
@@ -34,10 +36,14 @@ class UploadTooLarge(Exception):
 
 
 class HashingFile(File):
-    """A File whose ``chunks()`` feeds a sha256 and a byte counter, and stops at a limit.
+    """A File whose reads feed a sha256 and a byte counter, and stop at a limit.
 
     ``remaining`` is how many bytes may still be read before :class:`UploadTooLarge` is raised
-    (the limit is per bundle, so the caller passes what is left of it).
+    (the limit is per bundle, so the caller passes what is left of it). Every byte passes
+    through :meth:`read` exactly once, whichever way the storage consumes it:
+    FileSystemStorage iterates :meth:`chunks`; the S3 backend hands the file to boto3's
+    multipart upload, which reads it part by part. It says it is not seekable, so boto3 never
+    rewinds it (a rewind would hash bytes twice).
     """
 
     def __init__(self, file: Any, *, remaining: int) -> None:
@@ -45,21 +51,30 @@ class HashingFile(File):
         self.sha256 = hashlib.sha256()
         self.nbytes = 0
         self.remaining = remaining
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            file.seek(0)  # the upload check may have read the head already
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = self.file.read(-1 if size is None else size)
+        if isinstance(chunk, str):
+            chunk = chunk.encode()
+        self.nbytes += len(chunk)
+        if self.nbytes > self.remaining:
+            raise UploadTooLarge(self.remaining)
+        self.sha256.update(chunk)
+        return chunk
+
+    def seekable(self) -> bool:
+        return False
+
+    def seek(self, *args: Any) -> int:
+        raise OSError("HashingFile is read once, front to back")
 
     def chunks(self, chunk_size: int | None = None) -> Iterator[bytes]:
-        source = self.file
-        if hasattr(source, "chunks"):
-            it = source.chunks(chunk_size or CHUNK)
-        else:
-            with contextlib.suppress(AttributeError, OSError):
-                source.seek(0)
-            it = iter(lambda: source.read(chunk_size or CHUNK), b"")
-        for chunk in it:
-            self.nbytes += len(chunk)
-            if self.nbytes > self.remaining:
-                raise UploadTooLarge(self.remaining)
-            self.sha256.update(chunk)
-            yield chunk
+        return iter(lambda: self.read(chunk_size or CHUNK), b"")
+
+    def multiple_chunks(self, chunk_size: int | None = None) -> bool:
+        return True
 
     def __iter__(self) -> Iterator[bytes]:
         return self.chunks()
@@ -104,9 +119,25 @@ def save_bytes(name: str, fileobj: IO[bytes]) -> str:
     return default_storage.save(name, File(fileobj))
 
 
+def _s3_object(name: str) -> Any:
+    """The boto3 Object of ``name`` when the default storage is S3, else None."""
+    bucket = getattr(default_storage, "bucket", None)
+    normalize = getattr(default_storage, "_normalize_name", None)
+    if bucket is None or normalize is None:
+        return None
+    from storages.utils import clean_name
+
+    return bucket.Object(normalize(clean_name(name)))
+
+
 @contextlib.contextmanager
 def local_copy(name: str, *, suffix: str = "") -> Iterator[Path]:
-    """A local filesystem path holding the stored bytes of ``name``."""
+    """A local filesystem path holding the stored bytes of ``name``.
+
+    The storage's own path when it has one (a local MEDIA_ROOT), else a temporary copy in this
+    host's temp directory: from S3 through boto3's ranged download, streamed to disk, never
+    whole in memory. Nothing here assumes the web and the worker share a filesystem.
+    """
     try:
         path = default_storage.path(name)
     except NotImplementedError:
@@ -116,9 +147,72 @@ def local_copy(name: str, *, suffix: str = "") -> Iterator[Path]:
         return
     fd, tmp = tempfile.mkstemp(suffix=suffix, prefix="blkreview-")
     try:
-        with os.fdopen(fd, "wb") as out, default_storage.open(name, "rb") as src:
-            shutil.copyfileobj(src, out, CHUNK)
+        with os.fdopen(fd, "wb") as out:
+            obj = _s3_object(name)
+            if obj is not None:
+                from botocore.exceptions import ClientError
+
+                try:
+                    obj.download_fileobj(out, Config=default_storage.transfer_config)
+                except ClientError as exc:
+                    code = str(exc.response.get("Error", {}).get("Code"))
+                    if code in ("404", "NoSuchKey", "NotFound"):
+                        raise FileNotFoundError(f"{name}: not in the bucket") from exc
+                    raise
+            else:
+                with default_storage.open(name, "rb") as src:
+                    shutil.copyfileobj(src, out, CHUNK)
         yield Path(tmp)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def storage_kind() -> str:
+    """``"s3"`` or ``"local"``: what the default storage is."""
+    return "s3" if getattr(default_storage, "bucket_name", None) else "local"
+
+
+def storage_health() -> dict[str, Any]:
+    """Whether the default storage answers: ``{"ok": bool, "backend": "s3"|"local", "error"}``.
+
+    S3: a HEAD of the bucket (credentials, endpoint and bucket all checked). Local: MEDIA_ROOT
+    is a writable directory. ``error`` is a short reason for the operator; the exception
+    itself is logged, never shown.
+    """
+    import logging
+
+    kind = storage_kind()
+    try:
+        if kind == "s3":
+            default_storage.connection.meta.client.head_bucket(
+                Bucket=default_storage.bucket_name)
+        else:
+            root = Path(default_storage.location)
+            if not (root.is_dir() and os.access(root, os.W_OK)):
+                return {"ok": False, "backend": kind, "error": "media directory not writable"}
+        return {"ok": True, "backend": kind, "error": ""}
+    except Exception:
+        logging.getLogger(__name__).warning("storage health check failed", exc_info=True)
+        return {"ok": False, "backend": kind, "error": "storage unreachable"}
+
+
+def ensure_bucket() -> bool:
+    """Create the S3 bucket when it does not exist yet; True when one was created.
+
+    A no-op for local storage. ``manage.py init_storage`` calls it (docker-compose's web does
+    before migrating), so a fresh SeaweedFS needs no manual step.
+    """
+    if storage_kind() != "s3":
+        return False
+    client = default_storage.connection.meta.client
+    from botocore.exceptions import ClientError
+
+    try:
+        client.head_bucket(Bucket=default_storage.bucket_name)
+        return False
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+            raise
+    client.create_bucket(Bucket=default_storage.bucket_name)
+    return True

@@ -40,6 +40,14 @@ DEMO = ROOT / "reviewapp" / "demo"
 # is harmless. Everything Django is imported lazily inside fixtures.
 
 
+def pytest_addoption(parser: Any) -> None:
+    parser.addoption(
+        "--storage", choices=("local", "s3"),
+        default=os.environ.get("BLKREVIEW_TEST_STORAGE", "local"),
+        help="where the whole run stores uploads and tables: local MEDIA_ROOT (default) or a "
+             "SeaweedFS S3 server started for the session (also BLKREVIEW_TEST_STORAGE=s3)")
+
+
 def pytest_configure(config: Any) -> None:
     # whitenoise warns that STATIC_ROOT does not exist: tests serve static files via finders.
     config.addinivalue_line("filterwarnings", "ignore:No directory at:UserWarning")
@@ -123,6 +131,56 @@ def seed000_after() -> bytes:
     return (DEMO / "seed000_after.blkparse.txt").read_bytes()
 
 
+@pytest.fixture(scope="session")
+def seaweedfs() -> Iterator[Any]:
+    """A real SeaweedFS (``weed server -s3``) on free loopback ports for the session."""
+    from tests import seaweedfs as weed
+
+    server = weed.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def s3_storages(storage_url: str) -> dict[str, Any]:
+    """settings.STORAGES with the default storage at ``storage_url`` (this run's prefix)."""
+    from django.conf import settings
+
+    from reviewapp.storage_config import storage_backend
+
+    env = dict(os.environ)
+    env["STORAGE_URL"] = storage_url
+    return {**settings.STORAGES, "default": storage_backend(env)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def test_storage(request: Any) -> Iterator[dict[str, str]]:
+    """The storage of the whole run (``--storage``): yields the environment a worker process
+    needs to use the same one (empty for local MEDIA_ROOT, ``STORAGE_URL`` for S3)."""
+    if request.config.getoption("--storage") != "s3":
+        yield {}
+        return
+    from django.test.utils import override_settings
+
+    server = request.getfixturevalue("seaweedfs")
+    override = override_settings(STORAGES=s3_storages(server.storage_url))
+    override.enable()
+    try:
+        yield {"STORAGE_URL": server.storage_url}
+    finally:
+        override.disable()
+
+
+@pytest.fixture
+def s3_storage(seaweedfs: Any) -> Iterator[Any]:
+    """This test's default storage is the session's SeaweedFS bucket (web side only)."""
+    from django.test.utils import override_settings
+
+    with override_settings(STORAGES=s3_storages(seaweedfs.storage_url)):
+        yield seaweedfs
+
+
 @pytest.fixture(autouse=True)
 def _media_root_exists() -> None:
     from django.conf import settings
@@ -156,7 +214,7 @@ def _purge_queue(broker: str, queue: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup: Any, django_db_blocker: Any,
+def celery_worker(django_db_setup: Any, django_db_blocker: Any, test_storage: dict[str, str],
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Start ``celery -A workers.celery worker`` against the test database and Redis.
 
@@ -186,6 +244,7 @@ def celery_worker(django_db_setup: Any, django_db_blocker: Any,
         "BLKREVIEW_ANALYSIS_QUEUE": queue,
         "SECRET_KEY": settings.SECRET_KEY,
         "PYTHONUNBUFFERED": "1",
+        **test_storage,
     })
     log = tmp_path_factory.mktemp("worker") / "worker.log"
     cmd = [sys.executable, "-m", "celery", "-A", "workers.celery", "worker", "-Q", queue,

@@ -11,15 +11,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_compose_has_the_full_stack_with_health_checks():
-    """docker-compose.yml defines web, worker, postgres and redis, each with a health check."""
+    """docker-compose.yml defines web, worker, postgres, redis and seaweedfs, each with a
+    health check; web and worker store media in SeaweedFS's bucket, not in a shared volume."""
     spec = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = spec["services"]
-    assert {"web", "worker", "postgres", "redis"} <= set(services)
-    for name in ("web", "worker", "postgres", "redis"):
+    assert {"web", "worker", "postgres", "redis", "seaweedfs"} <= set(services)
+    for name in ("web", "worker", "postgres", "redis", "seaweedfs"):
         assert "healthcheck" in services[name], name
     assert "gunicorn" in services["web"]["command"]
     assert "celery" in services["worker"]["command"]
-    assert {"pgdata", "media"} <= set(spec["volumes"])
+    assert {"pgdata", "seaweedfs"} <= set(spec["volumes"])
+    assert services["seaweedfs"]["image"].startswith("chrislusf/seaweedfs")
+    for name in ("web", "worker"):
+        env = services[name]["environment"]
+        assert env["STORAGE_URL"].startswith("s3+http://") and "@seaweedfs:8333/" in env["STORAGE_URL"]
+        assert "volumes" not in services[name], name  # no shared filesystem
+    assert "init_storage" in services["web"]["command"]
     assert services["web"]["environment"]["DATABASE_URL"].startswith("postgres://")
 
 
