@@ -148,7 +148,7 @@ def test_bundle_upload_and_analysis_on_s3(s3_storage, make_upload, seed000_befor
 
     from reviewapp.models import AnalysisJob, BundleResult
     from reviewapp.services.bundles import bundle_create
-    from workers.tasks import run_analysis
+    from reviewapp.tasks import run_analysis
 
     before = set(Path(settings.MEDIA_ROOT).rglob("*"))
     bundle, _ = bundle_create(files=[make_upload("before.txt", seed000_before)],
