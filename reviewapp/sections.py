@@ -585,33 +585,74 @@ def model_section(model: Mapping[str, Any] | None, dev: str,
         rows.append(row)
     tables = [{"id": "model", "title": "Observed and predicted",
                "columns": ["", *(LABELS[s] for s in MODEL_SIDES)], "rows": rows}]
-    fid = model.get("fidelity") or {}
-    got = fid.get(dev)
-    fid_dev: Mapping[str, Any] = got if isinstance(got, Mapping) else {}
-    labels = {"matched_in_order": "D requests matched in order",
-              "seek_l1": "seek histogram L1 (0 same, 2 disjoint)",
-              "size_l1": "size histogram L1 (0 same, 2 disjoint)",
-              "throughput_rel_err": "relative throughput error"}
-    frows = [[labels.get(k, k.replace("_", " ")), "–" if v is None else _fmt_any(v)]
-             for k, v in fid_dev.items() if not isinstance(v, (Mapping, list))]
-    if frows:
-        tables.append({"id": "fidelity",
-                       "title": "Fidelity (predicted old policy vs observed baseline)",
-                       "columns": ["measure", "value"], "rows": frows})
-    notes = [f"old policy: {model.get('policy_old', '')}",
-             f"new policy: {model.get('policy_new', '')}"]
-    diff = policy_diff(str(model.get("policy_old") or ""), str(model.get("policy_new") or ""))
-    if diff:
-        notes.insert(0, "new policy vs old: " + ", ".join(diff))
-    if model.get("stack"):
-        note = f" ({model['stack_note']})" if model.get("stack_note") else ""
-        notes.append(f"stack: {model['stack']}{note}")
+    tables += fidelity_tables(model, dev)
+    notes = model_notes(model)
     if pdev != dev:
         notes.append(f"predicted device {pdev} stands for observed {dev}")
+    fid = model.get("fidelity") or {}
     if fid.get("error"):
         notes.append(f"fidelity: {fid['error']}")
     notes.extend(f"kernel preset: {w}" for w in model.get("warnings") or [])
     return {"charts": charts, "tables": tables, "notes": notes}
+
+
+FIDELITY_LABELS = {"matched_in_order": "D requests matched in order",
+                   "seek_l1": "seek histogram L1 (0 same, 2 disjoint)",
+                   "size_l1": "size histogram L1 (0 same, 2 disjoint)",
+                   "throughput_rel_err": "relative throughput error"}
+
+
+def fidelity_tables(model: Mapping[str, Any], dev: str) -> list[dict[str, Any]]:
+    """One table: each fidelity measure of the old policy vs the observed baseline and of the
+    new policy vs the observed patched side (when the panel computed it)."""
+    old = (model.get("fidelity") or {}).get(dev)
+    new = (model.get("fidelity_new") or {}).get(dev)
+    old = old if isinstance(old, Mapping) else {}
+    new = new if isinstance(new, Mapping) else {}
+    keys = [k for k in dict.fromkeys([*old, *new]) if not isinstance(old.get(k, new.get(k)),
+                                                                     (Mapping, list))]
+    if not keys:
+        return []
+    cols = ["measure", "old policy vs observed baseline"]
+    if model.get("fidelity_new") is not None:
+        cols.append("new policy vs observed patched")
+    rows = []
+    for k in keys:
+        row = [FIDELITY_LABELS.get(k, k.replace("_", " ")),
+               "–" if old.get(k) is None else _fmt_any(old[k])]
+        if len(cols) == 3:
+            row.append("–" if new.get(k) is None else _fmt_any(new[k]))
+        rows.append(row)
+    return [{"id": "fidelity", "title": "Fidelity (does the model reproduce what was observed?)",
+             "columns": cols, "rows": rows}]
+
+
+def model_notes(model: Mapping[str, Any]) -> list[str]:
+    """What the panel replayed: the policies in words, each differing field (marked when the
+    replayed input cannot exercise it), the stack."""
+    notes = []
+    label = model.get("policy_new_label")
+    if label:
+        notes.append(f"Old policy: the baseline kernel's preset ({model.get('policy_old_label')})."
+                     f" New policy: {label}.")
+    diff = model.get("policy_diff")
+    if isinstance(diff, list):
+        parts = []
+        for d in diff:
+            text = f"{d.get('field')} {d.get('old')} → {d.get('new')}"
+            if not d.get("exercised", True):
+                text += f" (not exercised: {d.get('why')})"
+            parts.append(text)
+        if parts:
+            notes.append("Fields that differ: " + "; ".join(parts) + ".")
+    else:  # a panel stored before policy_diff existed
+        legacy = policy_diff(str(model.get("policy_old") or ""), str(model.get("policy_new") or ""))
+        if legacy:
+            notes.append("new policy vs old: " + ", ".join(legacy))
+    if model.get("stack"):
+        note = f" ({model['stack_note']})" if model.get("stack_note") else ""
+        notes.append(f"stack: {model['stack']}{note}")
+    return notes
 
 
 def policy_diff(old: str, new: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+import re
 from typing import Any
 
 from django.db.models import QuerySet
@@ -437,3 +438,31 @@ def fixes_offers(patch: Patch, user: Any) -> list[dict[str, Any]]:
         comps = list(comparison_list_for_user(user).filter(patch=fixed).order_by("-created")[:10])
         out.append({"fixes": str(tag), "sha": sha, "patch": fixed, "comparisons": comps})
     return out
+def report_header(comparison: Comparison) -> Any:
+    """The plain-text report's header (``workers.report.ReportHeader``) of a comparison.
+
+    Kernels, workload and stack are the first bundle's of each side that names them; the
+    URL is the page's path (the report view makes it absolute for the reader's host); the
+    sides are "Before/After this patch" when the patch carries a Message-ID or its mail, or
+    its title is a patch subject (``block: place split bios ...``).
+    """
+    from workers.report import ReportHeader
+
+    sides = side_bundles(comparison)
+
+    def first(side: str, attr: str) -> str:
+        return next((str(getattr(b, attr)) for b in sides.get(side, []) if getattr(b, attr)), "")
+
+    patch = comparison.patch
+    return ReportHeader(
+        title=str(patch), url=comparison.get_absolute_url(),
+        baseline_kernel=first(c.ROLE_BASELINE, "kernel"),
+        patched_kernel=first(c.ROLE_PATCHED, "kernel"),
+        workload=first(c.ROLE_BASELINE, "workload"), stack=first(c.ROLE_BASELINE, "stack"),
+        message_id=patch.message_id,
+        has_patch=bool(patch.message_id or patch.raw or PATCH_SUBJECT.match(patch.title)))
+
+
+#: A patch subject: ``subsystem: what`` or ``[PATCH v2 1/3] md/raid5: ...`` (a comparison titled
+#: "raid5 reads on 6.1 vs 7.2: ..." is not one).
+PATCH_SUBJECT = re.compile(r"^\s*(\[[^\]]*\]\s*)?[\w./-]+: \S")

@@ -176,10 +176,10 @@ def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],
     return out, verdict
 
 
-def _report(compare_out: dict[str, Any], *, title: str) -> str:
+def _report(compare_out: dict[str, Any], *, header: Any, model: dict[str, Any] | None) -> str:
     from workers.report import render_report
 
-    return str(render_report(compare_out, title=title))
+    return str(render_report(compare_out, header=header, model=model))
 
 
 def run_compare(result_id: int, *, task_id: str = "") -> str:
@@ -245,7 +245,9 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
                 patched_kernel=kernels.get("patched", ""),
                 manifest=manifest if isinstance(manifest, dict) else None,
                 stack_text=base.bundle.stack, workload=base.bundle.workload,
-                table=tables["baseline"][0][0], observed=base.data)
+                table=tables["baseline"][0][0], observed=base.data,
+                patched_table=tables["patched"][0][0] if tables.get("patched") else None,
+                patched_observed=tables["patched"][0][1] if tables.get("patched") else None)
         del tables
         svc.result_progress(result_id=result_id, progress=70, message="comparing runs")
         fid = model.get("fidelity") if model and model.get("state") == "ok" else None
@@ -258,7 +260,9 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
                                            seek_text=seek_text)
         charts = {k: sections.encode(v) for k, v in payloads.items()}
         try:
-            report = _report(compare_out, title=str(comparison.patch))
+            from reviewapp.selectors import report_header
+
+            report = _report(compare_out, header=report_header(comparison), model=model)
         except Exception:  # the report is a view of stored results: never fail the step
             log.exception("render_report failed for comparison %s", comparison.pk)
             report = ""

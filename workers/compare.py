@@ -476,6 +476,7 @@ def _side_summary(result: Mapping[str, Any]) -> dict[str, Any]:
                           "first": (d.get("ordering") or {}).get("first", [])[:FIRST_LINES]}
                     for dev, d in result.get("devices", {}).items()},
         "iostat": result.get("iostat", {}),
+        "time_known": result.get("time_known", True),
         "measured_iostat": _last_iostat_rows(result),
         "remaps": {k: {kk: v[kk] for kk in ("remaps", "out_of_order", "out_of_order_share")}
                    for k, v in result.get("remaps", {}).items()},

@@ -2,9 +2,10 @@
 
 The comparison page's model panel (architecture.md, "The one idea"): the baseline's Q events of the
 top device are replayed through :func:`workers.model.replay` with the baseline kernel's preset
-(the old policy) and with the patched kernel's preset or the policy under test (the new one); both
-predictions go through the same analyzers as the observed traces, and the model's *fidelity* is
-predicted-old vs observed-baseline. Pure engine code: the Celery task only loads the tables and
+(the old policy) and with that preset plus the policy under test (the new one; without a policy
+under test, the patched kernel's preset); both predictions go through the same analyzers as the
+observed traces, and the model's *fidelity* is predicted-old vs observed-baseline and
+predicted-new vs observed-patched. Pure engine code: the Celery task only loads the tables and
 stores what this returns.
 """
 
@@ -19,7 +20,7 @@ import numpy as np
 from workers.analyzers import analyze
 from workers.analyzers.seek import seek_histogram
 from workers.compare import fidelity, matched_in_order
-from workers.events import ACT_ISSUE, ACT_QUEUE, EventTable, dev_str, parse_dev
+from workers.events import ACT_ISSUE, ACT_QUEUE, RWBS_DISCARD, EventTable, dev_str, parse_dev
 from workers.model import (
     bios_from_table,
     kernel_version_warnings,
@@ -28,6 +29,7 @@ from workers.model import (
     stack_from_manifest,
     stack_from_spec,
 )
+from workers.model.policy import POLICY_FIELDS, Policy
 
 
 def jsonable(value: Any) -> Any:
@@ -86,9 +88,70 @@ def slim(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: Policy fields a replay of Q events cannot exercise, whatever the stack: the bios are
+#: replayed as the trace submitted them, so how the kernel built them is already fixed.
+BUILT_BEFORE_Q: dict[str, str] = {
+    "bio_build": "the bios are replayed as submitted (Q events): how they were built is fixed",
+    "dio_bio_limit": "the bios are replayed as submitted (Q events): their size is fixed",
+}
+
+
+def unexercised(field: str, stack: Any, bios: Any) -> str:
+    """Why a replay of these bios on this stack cannot show ``field`` ("" when it can)."""
+    if field in BUILT_BEFORE_Q:
+        return BUILT_BEFORE_Q[field]
+    kinds = {n.kind for n in stack.nodes()}
+    if field == "raid0_discard":
+        if "raid0" not in kinds:
+            return "no raid0 in the stack"
+        if not np.any(np.asarray(bios.rwbs) & RWBS_DISCARD):
+            return "no discards in the input"
+    if field == "flags_on_resubmit" and "cache" not in kinds:
+        return "no bcache (cache) device in the stack"
+    if field in ("split_nomerge", "md_io_opt_align") and not kinds & {"raid0", "raid5", "linear"}:
+        return "no md device in the stack"
+    return ""
+
+
+def policy_diff(old: Policy, new: Policy, stack: Any, bios: Any) -> list[dict[str, Any]]:
+    """``[{"field", "old", "new", "exercised", "why"}]`` for every field the policies set
+    differently, each marked with whether this replay can show it."""
+    a, b = old.to_dict(), new.to_dict()
+    out = []
+    for k in POLICY_FIELDS:
+        if a[k] != b[k]:
+            why = unexercised(k, stack, bios)
+            out.append({"field": k, "old": a[k], "new": b[k], "exercised": not why, "why": why})
+    return out
+
+
+def choose_policies(*, policy: str, baseline_kernel: str, patched_kernel: str
+                    ) -> tuple[Policy, Policy, str, list[str]] | dict[str, Any]:
+    """``(old, new, mode, knobs)``, or the panel's error dict.
+
+    Old policy: the baseline kernel's preset. New policy: the baseline's preset plus the policy
+    under test (``mode`` "policy"): only what the comparison names changes. Without a policy
+    under test and with two kernels of different presets, the new policy is the patched
+    kernel's preset (``mode`` "presets"): the panel then compares the two kernels' presets.
+    """
+    if not baseline_kernel:
+        return {"state": "error", "error": "the baseline kernel is unknown: set it on the "
+                "bundle (kernel field) or in the manifest (kernel = ...)"}
+    overrides, knobs = policy_parts(policy)
+    old = preset_for_kernel(baseline_kernel)
+    if overrides:
+        return old, old.with_overrides(overrides), "policy", knobs
+    if patched_kernel:
+        return old, preset_for_kernel(patched_kernel), "presets", knobs
+    return {"state": "error", "error": "nothing to vary: give the policy under test as "
+            "field=value, or the patched side's kernel"}
+
+
 def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
                 manifest: dict[str, Any] | None, stack_text: str, workload: str,
-                table: EventTable, observed: dict[str, Any]) -> dict[str, Any] | None:
+                table: EventTable, observed: dict[str, Any],
+                patched_table: EventTable | None = None,
+                patched_observed: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Replay the baseline's submitted bios under the old and the new policy.
 
     Returns None when there is nothing to model (no policy under test and no kernel on either
@@ -97,24 +160,20 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
     Q events). Anything else raises; the Celery adapter (``reviewapp.tasks.model_panel``) reports
     it on the panel so the observed comparison stands on its own.
 
-    Old policy: the baseline kernel's preset. New policy: the patched kernel's preset (or the
-    baseline's when the patched kernel is unknown) with the comparison's ``field=value``
-    overrides.
+    The policies are chosen by :func:`choose_policies`. Fidelity is the old policy's
+    prediction against the observed baseline (``fidelity``) and, when the patched side's
+    events are given, the new policy's prediction against the observed patched side
+    (``fidelity_new``): a model that predicts the baseline but not the patched side says so.
+    ``policy_diff`` lists the fields the two policies set differently, each marked with
+    whether this replay can exercise it.
     """
     if not policy and not (baseline_kernel or patched_kernel):
         return None
-    if not baseline_kernel:
-        return {"state": "error", "error": "the baseline kernel is unknown: set it on the "
-                "bundle (kernel field) or in the manifest (kernel = ...)"}
-    overrides, knobs = policy_parts(policy)
-    old = preset_for_kernel(baseline_kernel)
-    if patched_kernel:
-        new = preset_for_kernel(patched_kernel).with_overrides(overrides)
-    elif overrides:
-        new = old.with_overrides(overrides)
-    else:
-        return {"state": "error", "error": "nothing to vary: give the policy under test as "
-                "field=value or the patched side's kernel"}
+    chosen = choose_policies(policy=policy, baseline_kernel=baseline_kernel,
+                             patched_kernel=patched_kernel)
+    if isinstance(chosen, dict):
+        return chosen
+    old, new, mode, knobs = chosen
     device_map: dict[str, str] = {}
     stack_note = ""
     if manifest and manifest.get("stack"):
@@ -144,15 +203,31 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
     r_old = jsonable(analyze(pred_old))
     r_new = jsonable(analyze(pred_new))
     fidelity = model_fidelity(r_old, observed, pred_old, table, device_map)
+    fidelity_new = None
+    if patched_table is not None and patched_observed is not None:
+        fidelity_new = model_fidelity(r_new, patched_observed, pred_new, patched_table,
+                                      device_map)
+    diff = policy_diff(old, new, stack, bios)
+    if mode == "presets" and not diff:
+        label = (f"no policy under test named, and {baseline_kernel} and {patched_kernel} "
+                 f"share one preset: the two predictions are the same")
+    elif mode == "presets":
+        label = (f"no policy under test named: the panel compares the presets of "
+                 f"{baseline_kernel} ({old.name}) and {patched_kernel} ({new.name})")
+    else:
+        label = (f"the baseline's preset ({old.name}) plus the policy under test "
+                 f"{policy_parts(policy)[0]}")
     return {
         "state": "ok", "policy_old": f"{old.name}: {old.to_spec()}",
         "policy_new": f"{new.name}: {new.to_spec()}", "knobs": knobs,
+        "mode": mode, "policy_new_label": label, "policy_old_label": f"{old.name}",
+        "policy_diff": diff,
         "kernel_old": baseline_kernel, "kernel_new": patched_kernel or baseline_kernel,
         "stack": stack.describe(), "stack_note": stack_note, "top": dev_str(top),
         "bios": int(len(bios.sector)),
         "device_map": device_map,
         "predicted_old": slim(r_old), "predicted_new": slim(r_new),
-        "fidelity": fidelity,
+        "fidelity": fidelity, "fidelity_new": fidelity_new,
         "warnings": [w for k in dict.fromkeys([baseline_kernel, patched_kernel]) if k
                      for w in kernel_version_warnings(k)],
     }

@@ -192,7 +192,10 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
     result = comparison_result(comparison, full=True)
     if result is None or result.state != c.JOB_STATE_SUCCEEDED or not result.report:
         raise Http404("the report is not ready")
-    response = HttpResponse(result.report, content_type="text/plain; charset=utf-8")
+    # the worker knows the page's path, not the host the reader uses: make it absolute
+    path = comparison.get_absolute_url()
+    text = result.report.replace(f"\n{path}\n", f"\n{request.build_absolute_uri(path)}\n", 1)
+    response = HttpResponse(text, content_type="text/plain; charset=utf-8")
     inline = request.GET.get("inline") == "1"
     response["Content-Disposition"] = (
         f'{"inline" if inline else "attachment"}; filename="blkreview-comparison-{pk}.txt"')

@@ -118,3 +118,51 @@ def test_guessed_kernel_version_is_a_warning_on_the_panel(tmp_path):
                         patched_kernel="", manifest=None, stack_text="", workload="",
                         table=table, observed=analyze(table))
     assert exact["warnings"] == []
+
+
+def test_new_policy_is_the_baseline_preset_plus_the_policy_under_test(tmp_path):
+    """6.1 vs 7.2 with split_remainder=head named: the new policy differs from the old in that
+    one field only (not in the eight fields of 7.2's preset)."""
+    table, manifest = _capture("6.1_W1b", tmp_path)
+    panel = model_panel(policy="split_remainder=head", baseline_kernel="6.1.0-57-amd64",
+                        patched_kernel="7.2.13+deb14-amd64", manifest=manifest, stack_text="",
+                        workload="", table=table, observed=analyze(table))
+    assert panel["mode"] == "policy"
+    assert [d["field"] for d in panel["policy_diff"]] == ["split_remainder"]
+    assert "plug_order=lifo" in panel["policy_new"]  # 6.1's, not 7.2's fifo
+    assert "plus the policy under test split_remainder=head" in panel["policy_new_label"]
+
+
+def test_without_a_policy_the_panel_compares_the_two_presets_and_marks_what_it_cannot_show(
+        tmp_path):
+    """No policy named, kernels 6.1 and 7.2: the panel says it compares the presets, lists the
+    eight fields that differ, and marks dio_bio_limit (fixed once the bios are built) as not
+    exercised by a Q-event replay."""
+    table, manifest = _capture("6.1_W1b", tmp_path)
+    panel = model_panel(policy="", baseline_kernel="6.1.0-57-amd64",
+                        patched_kernel="7.2.13+deb14-amd64", manifest=manifest, stack_text="",
+                        workload="", table=table, observed=analyze(table))
+    assert panel["mode"] == "presets"
+    assert "compares the presets of 6.1.0-57-amd64" in panel["policy_new_label"]
+    diff = {d["field"]: d for d in panel["policy_diff"]}
+    assert len(diff) == 8, sorted(diff)
+    assert diff["dio_bio_limit"]["exercised"] is False
+    assert "replayed as submitted" in diff["dio_bio_limit"]["why"]
+    assert diff["split_remainder"]["exercised"] is True
+
+
+def test_fidelity_of_the_new_policy_against_the_patched_side(tmp_path):
+    """raid5 demo: the new policy's md0 stream (100 x 2048 KB, the baseline's bios) disagrees
+    with the observed patched md0 (200 x 1024 KB): its size L1 is 2 (disjoint), while the old
+    policy reproduces the baseline's md0 (size L1 0)."""
+    table, manifest = _capture("6.1_W1b", tmp_path)
+    ptable, _ = _capture("7.2_W1b", tmp_path)
+    pobserved = analyze(ptable)
+    panel = model_panel(policy="split_remainder=head", baseline_kernel="6.1.0-57-amd64",
+                        patched_kernel="7.2.13+deb14-amd64", manifest=manifest, stack_text="",
+                        workload="", table=table, observed=analyze(table),
+                        patched_table=ptable, patched_observed=pobserved)
+    assert pobserved["devices"]["9,0"]["sizes"]["count"] == 200
+    assert panel["fidelity"]["9,0"]["size_l1"] == 0.0
+    assert panel["fidelity_new"]["9,0"]["size_l1"] == pytest.approx(2.0)
+    assert panel["fidelity_new"]["254,0"]["matched_in_order"] is not None

@@ -57,6 +57,11 @@ def load_and_analyze(files: list[str], args: argparse.Namespace) -> dict[str, An
         ParseError: bad input (with file, line/offset and reason).
         UsageError: a file is missing, or a ``--device`` is not in the trace.
     """
+    return load_run(files, args)[0]
+
+
+def load_run(files: list[str], args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    """:func:`load_and_analyze` plus the bundle's manifest (None without a blkreview.toml)."""
     from workers.traces import ingest
 
     paths = [Path(f) for f in bundle_files(files)]
@@ -69,7 +74,7 @@ def load_and_analyze(files: list[str], args: argparse.Namespace) -> dict[str, An
         if absent:
             have = ", ".join(dev_str(d) for d in ing.table.device_ids()) or "none"
             raise UsageError(f"device {', '.join(absent)} not in the trace (devices: {have})")
-    return res
+    return res, ing.manifest
 
 
 def _device_header(dev: str, d: Mapping[str, Any]) -> str:

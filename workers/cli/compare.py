@@ -3,6 +3,19 @@
 Each BASELINE / PATCHED argument is one run: a trace file, an archive (a bundle) or a
 directory whose files form one bundle. Several runs per side give mean, stddev and Welch's
 test; one run per side says "single run". Options go before the runs.
+
+The report's header (kernels, workload, stack) comes from the runs' blkreview.toml manifests
+unless ``--baseline-kernel`` / ``--patched-kernel`` / ``--workload`` / ``--stack`` say otherwise;
+the title is ``--title`` or "<baseline kernel> vs <patched kernel>: <workload>".
+
+Exit status, so that CI can act on it (docs/traces.md "compare"):
+
+====  ===============================================================
+0     check passed
+1     check warns (a threshold's warn level or a model-fidelity warning)
+2     check fails
+3     usage or input error (bad option, missing file, unreadable trace)
+====  ===============================================================
 """
 
 from __future__ import annotations
@@ -11,22 +24,43 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from workers.analyzers.common import SELECTABLE_STAGES
-from workers.cli.common import device_arg, guarded
+from workers.cli.common import UsageError, device_arg
 from workers.compare import Thresholds, compare
-from workers.report import render_report
+from workers.errors import BlkreviewError, ParseError
+from workers.report import ReportHeader, render_report, title_from
+
+#: Exit status per check verdict; usage and input errors exit :data:`EXIT_USAGE`.
+EXIT_CODES = {"pass": 0, "warn": 1, "fail": 2}
+EXIT_USAGE = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    def usage_error(message: str) -> NoReturn:
+        # argparse exits 2, which is "check fails" here: a usage error exits 3
+        parser.print_usage(sys.stderr)
+        sys.stderr.write(f"{parser.prog}: error: {message}\n")
+        sys.exit(EXIT_USAGE)
+
+    parser.error = usage_error  # type: ignore[method-assign]
     parser.add_argument("--stage", choices=SELECTABLE_STAGES,
                         help="stage to analyze (default: D, else I, G, Q)")
     parser.add_argument("--device", action="append", metavar="MAJ,MIN", type=device_arg,
                         help="restrict to a device (repeatable)")
     parser.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                         help="override a check threshold, e.g. throughput_drop_fail_pct=5")
-    parser.add_argument("--title", help="first line of the report")
+    parser.add_argument("--title", help="the patch's subject, first line of the report; the "
+                        "sides are then 'Before/After this patch' (default: the kernels and "
+                        "the workload of the manifests, sides named by their kernels)")
+    parser.add_argument("--baseline-kernel", help="default: the baseline manifest's kernel")
+    parser.add_argument("--patched-kernel", help="default: the patched manifest's kernel")
+    parser.add_argument("--workload", help="default: the baseline manifest's workload command")
+    parser.add_argument("--stack", help="default: the baseline manifest's stack")
+    parser.add_argument("--url", help="the comparison's page, printed under the title")
+    parser.add_argument("--message-id", help="the patch mail's Message-ID: the sides are "
+                        "then 'Before/After this patch'")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument("runs", nargs=argparse.REMAINDER, metavar="BASELINE... -- PATCHED...")
 
@@ -42,8 +76,34 @@ def split_runs(runs: list[str]) -> tuple[list[str], list[str]]:
     return base, patched
 
 
+def stack_text(stack: dict[str, Any]) -> str:
+    """``raid5, 8 members, 512 KB chunk`` from a manifest's [stack] table."""
+    if not stack:
+        return ""
+    parts = [str(stack.get("kind") or "stack")]
+    if stack.get("members"):
+        parts.append(f"{len(stack['members'])} members")
+    if stack.get("chunk_kb"):
+        parts.append(f"{stack['chunk_kb']} KB chunk")
+    return ", ".join(parts)
+
+
+def header_from(args: argparse.Namespace, base_manifest: Any, patched_manifest: Any
+                ) -> ReportHeader:
+    """The report header: the options first, then the manifests."""
+    bk = args.baseline_kernel or getattr(base_manifest, "kernel", None) or ""
+    pk = args.patched_kernel or getattr(patched_manifest, "kernel", None) or ""
+    work = args.workload or str((getattr(base_manifest, "workload", None) or {})
+                                .get("command") or "")
+    stack = args.stack or stack_text(getattr(base_manifest, "stack", None) or {})
+    return ReportHeader(title=args.title or title_from(bk, pk, work), url=args.url or "",
+                        baseline_kernel=bk, patched_kernel=pk, workload=work, stack=stack,
+                        message_id=args.message_id or "",
+                        has_patch=bool(args.message_id or args.title))
+
+
 def run(args: argparse.Namespace) -> int:
-    from workers.cli.analyze import load_and_analyze
+    from workers.cli.analyze import load_run
 
     try:
         base, patched = split_runs(list(args.runs))
@@ -56,22 +116,30 @@ def run(args: argparse.Namespace) -> int:
         Thresholds().with_overrides(overrides)  # unknown names and bad values before parsing
     except ValueError as exc:
         sys.stderr.write(f"error: {exc}\n")
-        return 2
+        return EXIT_USAGE
     missing = [r for r in base + patched if not Path(r).exists()]
     if missing:  # before minutes of parsing the other runs
         sys.stderr.write(f"error: no such file: {', '.join(missing)}\n")
-        return 2
+        return EXIT_USAGE
     ns = argparse.Namespace(stage=args.stage, device=args.device)
-
-    def body() -> int:
+    try:
         # each argument is one run: a file, an archive, or a directory (one bundle)
-        res_b = [load_and_analyze([r], ns) for r in base]
-        res_p = [load_and_analyze([r], ns) for r in patched]
-        cmp = compare(res_b, res_p, thresholds=overrides or None)
-        if args.json:
-            sys.stdout.write(json.dumps(cmp) + "\n")
-        else:
-            sys.stdout.write(render_report(cmp, title=args.title))
-        return 0
-
-    return guarded(body)
+        loaded_b = [load_run([r], ns) for r in base]
+        loaded_p = [load_run([r], ns) for r in patched]
+        cmp = compare([r for r, _ in loaded_b], [r for r, _ in loaded_p],
+                      thresholds=overrides or None)
+    except UsageError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_USAGE
+    except ParseError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        return EXIT_USAGE
+    except BlkreviewError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_USAGE
+    if args.json:
+        sys.stdout.write(json.dumps(cmp) + "\n")
+    else:
+        header = header_from(args, loaded_b[0][1], loaded_p[0][1])
+        sys.stdout.write(render_report(cmp, header=header))
+    return EXIT_CODES.get(str((cmp.get("check") or {}).get("verdict")), 0)

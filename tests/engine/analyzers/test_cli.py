@@ -80,13 +80,13 @@ def test_compare_prints_report_three_vs_three(tmp_path: Path) -> None:
         base.append(str(_write(_run_table(g, 1000), tmp_path / f"b{i}.txt")))
         g = list(rng.choice([0, 0, 0, 64], size=60))
         patched.append(str(_write(_run_table(g, 1000), tmp_path / f"p{i}.txt")))
-    r = _cli("compare", *base, "--", *patched)
+    r = _cli("compare", "--title", "block: a patch", *base, "--", *patched)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "Before this patch:" in out and "After this patch:" in out
     assert out.count("Read|Write seek") == 2
     assert "zero-seek share" in out and "improved" in out
-    assert "runs: 3 baseline, 3 patched" in out and "Check:" in out
+    assert "Runs:       3 baseline, 3 patched" in out and "Check:" in out
 
 
 def test_compare_single_run_and_usage_errors(tmp_path: Path) -> None:
@@ -94,9 +94,9 @@ def test_compare_single_run_and_usage_errors(tmp_path: Path) -> None:
     a = str(_write(_run_table([0] * 10, 1000), tmp_path / "a.txt"))
     b = str(_write(_run_table([0] * 10, 2000), tmp_path / "b.txt"))
     r = _cli("compare", a, "--", b)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2 and "Check: FAIL" in r.stdout, r.stderr  # throughput halves
     assert "single run" in r.stdout
-    assert _cli("compare", a, b).returncode == 2
+    assert _cli("compare", a, b).returncode == 3
 
 
 def test_compare_directory_runs_skip_notes_and_duplicate_text(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_compare_directory_runs_skip_notes_and_duplicate_text(tmp_path: Path) ->
         _write(t, d / "sda.blkparse.txt")
         (d / "commands.txt").write_text("+ dd if=/dev/sda of=/dev/null bs=64k\n")
     r = _cli("compare", str(tmp_path / "base"), "--", str(tmp_path / "patched"))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1 and "Check: WARN" in r.stdout, r.stderr
     assert "commands.txt" in r.stderr and "skipped" in r.stderr
     assert "cnt 20, zero cnt 20" in r.stdout and "cnt 20, zero cnt 0" in r.stdout
 
@@ -126,7 +126,7 @@ def test_analyze_bad_and_absent_device_are_one_line_errors(tmp_path: Path) -> No
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip() == "error: device 9,9 not in the trace (devices: 8,0)"
     r = _cli("compare", "--device", "8:0:1", f, "--", f)
-    assert r.returncode == 2 and "bad device" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 3 and "bad device" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_analyze_and_inspect_take_a_capture_directory(tmp_path: Path) -> None:
@@ -175,5 +175,5 @@ def test_compare_bad_threshold_value_before_parsing(tmp_path: Path) -> None:
     """A non-numeric threshold is a one-line usage error naming the threshold."""
     f = str(_write(_run_table([0] * 5, 1000), tmp_path / "a.txt"))
     r = _cli("compare", "--threshold", "throughput_drop_fail_pct=abc", f, "--", f)
-    assert r.returncode == 2
+    assert r.returncode == 3
     assert r.stderr.strip() == "error: threshold throughput_drop_fail_pct: 'abc' is not a number"
