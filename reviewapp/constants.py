@@ -156,3 +156,7 @@ WEBHOOK_DELIVERY_STATES = (
     (WEBHOOK_DELIVERY_SUCCEEDED, "Succeeded"),
     (WEBHOOK_DELIVERY_FAILED, "Failed"),
 )
+#: Levels of an AccessGrant (reviewapp.access): read, or read and change.
+GRANT_READ = "read"
+GRANT_WRITE = "write"
+GRANT_LEVELS = ((GRANT_READ, "Read"), (GRANT_WRITE, "Read and change"))

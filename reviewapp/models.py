@@ -8,6 +8,8 @@ Writes go through ``reviewapp.services``; reads through ``reviewapp.selectors``.
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.contenttypes.fields import GenericForeignKey
+from django.contrib.contenttypes.models import ContentType
 from django.db import models
 from django.urls import reverse
 
@@ -113,9 +115,14 @@ class Patch(models.Model):
 class TraceBundle(models.Model):
     """One uploaded run: the trace files of one kernel on one device stack and workload.
 
-    Identified by ``checksum`` (sha256 over the sorted sha256 of its files), so the same bytes
-    uploaded again are the same bundle. ``role`` is what the uploader declared; the side a
-    bundle is on is decided by the comparison that uses it.
+    One row per upload and uploader: the same bytes uploaded twice (by two users, or on both
+    sides of one submission) are two bundles, each with its own metadata, names and uploader,
+    so nobody learns that someone else uploaded the same bytes. Only the stored bytes are
+    shared: a TraceFile whose sha256 is already in storage points at the stored copy
+    (``storage_name``), and stored blobs are never deleted while a TraceFile refers to them.
+    ``checksum`` is sha256 over the sorted sha256 of the files (not unique). ``role`` is what
+    the uploader declared; the side a bundle is on is decided by the comparison that uses it.
+    Who may read it: :mod:`reviewapp.access`.
     """
 
     role = models.CharField(max_length=16, choices=c.ROLES, default=c.ROLE_BASELINE)
@@ -124,7 +131,7 @@ class TraceBundle(models.Model):
     stack = models.TextField(blank=True, help_text="device stack, e.g. md raid5 of 8 HDDs, 64k chunk")
     limits = models.TextField(blank=True, help_text="queue limits, e.g. max_sectors_kb=1024")
     workload = models.TextField(blank=True, help_text="e.g. dd if=/dev/md0 bs=4480k iflag=direct")
-    checksum = models.CharField(max_length=64, unique=True)
+    checksum = models.CharField(max_length=64, db_index=True)
     size = models.BigIntegerField(default=0)
     parse_status = models.CharField(max_length=16, choices=c.PARSE_STATES, default=c.PARSE_PENDING)
     parse_error = models.JSONField(null=True, blank=True)
@@ -483,3 +490,48 @@ class ApiToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked is None
+
+
+class AccessGrant(models.Model):
+    """Sharing a private object with a named user or a Django group, to read or to change it.
+
+    Generic (content type + object id), so any shareable model uses the same rows: comparisons
+    and patches today, series later. Who may read or change what is decided in one place,
+    :mod:`reviewapp.access`; this row only records the owner's decision.
+    """
+
+    content_type = models.ForeignKey(ContentType, on_delete=models.CASCADE)
+    object_id = models.PositiveBigIntegerField()
+    target = GenericForeignKey("content_type", "object_id")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+        related_name="access_grants",
+    )
+    group = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="access_grants",
+    )
+    level = models.CharField(max_length=8, choices=c.GRANT_LEVELS, default=c.GRANT_READ)
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created", "pk"]
+        indexes = [models.Index(fields=["content_type", "object_id"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(user__isnull=False, group__isnull=True)
+                           | models.Q(user__isnull=True, group__isnull=False)),
+                name="grant_user_xor_group"),
+            models.UniqueConstraint(fields=["content_type", "object_id", "user"],
+                                    name="grant_unique_user"),
+            models.UniqueConstraint(fields=["content_type", "object_id", "group"],
+                                    name="grant_unique_group"),
+        ]
+
+    def __str__(self) -> str:
+        who = f"user {self.user}" if self.user_id else f"group {self.group}"
+        return f"{self.level} for {who} on {self.content_type.model} {self.object_id}"

@@ -10,6 +10,12 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from reviewapp import constants as c
+from reviewapp.access import (
+    comparison_for_reader,
+    comparisons_readable_by,
+    patches_readable_by,
+    series_readable_by,
+)
 from reviewapp.models import (
     AnalysisJob,
     BundleResult,
@@ -23,26 +29,16 @@ from reviewapp.models import (
 
 
 def comparison_list_for_user(user: Any) -> QuerySet[Comparison]:
-    qs = Comparison.objects.select_related("patch")
-    if getattr(user, "is_authenticated", False):
-        if user.is_staff:
-            return qs
-        return qs.filter(public=True) | qs.filter(created_by=user)
-    return qs.filter(public=True)
+    """Comparisons ``user`` may read (reviewapp.access), patch loaded."""
+    return comparisons_readable_by(user).select_related("patch")
 
 
 def comparison_get_for_user(*, pk: int, user: Any) -> Comparison:
-    """A comparison the user may read (public ones need no login), else Http404."""
-    comparison = Comparison.objects.select_related("patch", "created_by").filter(pk=pk).first()
-    if comparison is None:
-        raise Http404("no such comparison")
-    if comparison.public:
-        return comparison
-    if getattr(user, "is_authenticated", False) and (
-        user.is_staff or comparison.created_by_id == user.pk
-    ):
-        return comparison
-    raise Http404("no such comparison")
+    """A comparison the user may read (public ones need no login), else Http404.
+
+    Kept for callers; the rule is :func:`reviewapp.access.comparison_for_reader`.
+    """
+    return comparison_for_reader(pk=pk, user=user)
 
 
 def side_bundles(comparison: Comparison, *, files: bool = False
@@ -203,17 +199,9 @@ def comparison_comments(comparison: Comparison) -> list[Any]:
 
 # --- series and patches (issue 8) -----------------------------------------------------------
 
-def _visible(qs: QuerySet, user: Any, owner: str) -> QuerySet:
-    """Rows of ``qs`` the user may read: public ones, their own (``owner`` field), all for staff."""
-    if getattr(user, "is_authenticated", False):
-        if user.is_staff:
-            return qs
-        return qs.filter(public=True) | qs.filter(**{owner: user})
-    return qs.filter(public=True)
-
-
 def series_list_for_user(user: Any) -> QuerySet[Series]:
-    return _visible(Series.objects.all(), user, "submitted_by")
+    """Series ``user`` may read (the rule: reviewapp.access.series_readable_by)."""
+    return series_readable_by(user)
 
 
 def series_get_for_user(*, pk: int, user: Any) -> Series:
@@ -226,7 +214,8 @@ def series_get_for_user(*, pk: int, user: Any) -> Series:
 
 
 def patch_list_for_user(user: Any) -> QuerySet[Patch]:
-    return _visible(Patch.objects.all(), user, "submitted_by")
+    """Patches ``user`` may read (the rule: reviewapp.access.patches_readable_by)."""
+    return patches_readable_by(user)
 
 
 def patch_get_for_user(*, pk: int, user: Any) -> Patch:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
@@ -13,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from reviewapp import constants as c
+from reviewapp.access import bundle_for_reader
 from reviewapp.api.base import ErrorSerializer, UploadApiView, files_of
 from reviewapp.api.serializers import BundleOutput, BundleResultsOutput
 from reviewapp.models import BundleResult, TraceBundle
@@ -45,14 +45,15 @@ def bundle_results_data(bundle: TraceBundle) -> dict[str, Any]:
 
 
 class BundleCreateApi(UploadApiView):
-    """POST a bundle; the same bytes again return the existing bundle (200 instead of 201)."""
+    """POST a bundle: always a new bundle of the caller (201), whatever the bytes; stored
+    bytes are shared with earlier uploads of the same content, bundles never are."""
 
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="bundle_create",
         request={"multipart/form-data": BundleCreateInput},
-        responses={201: BundleOutput, 200: BundleOutput, 400: ErrorSerializer,
+        responses={201: BundleOutput, 400: ErrorSerializer,
                    401: ErrorSerializer, 413: ErrorSerializer},
     )
     def post(self, request: Request, version: str) -> Response:
@@ -60,31 +61,31 @@ class BundleCreateApi(UploadApiView):
         role = data.get("role") or c.ROLE_BASELINE
         if role not in dict(c.ROLES):
             raise UploadRejected(f"role must be one of {', '.join(dict(c.ROLES))}", field="role")
-        bundle, created = bundle_create(
+        bundle, _ = bundle_create(
             files=files_of(request, "files"), role=role,
             name=data.get("name", ""), kernel=data.get("kernel", ""),
             stack=data.get("stack", ""), limits=data.get("limits", ""),
             workload=data.get("workload", ""), user=request.user, side_label="files",
         )
         return Response(BundleOutput(bundle, context={"request": request}).data,
-                        status=201 if created else 200)
+                        status=201)
 
 
 class BundleDetailApi(APIView):
-    permission_classes = [IsAuthenticated]
+    """A bundle its uploader or a reader of a comparison containing it may see; else 404."""
 
     @extend_schema(operation_id="bundle_retrieve",
                    responses={200: BundleOutput, 401: ErrorSerializer, 404: ErrorSerializer})
     def get(self, request: Request, version: str, pk: int) -> Response:
-        bundle = get_object_or_404(TraceBundle, pk=pk)
+        bundle = bundle_for_reader(pk=pk, user=request.user)
         return Response(BundleOutput(bundle, context={"request": request}).data)
 
 
 class BundleResultsApi(APIView):
-    permission_classes = [IsAuthenticated]
+    """Results of a bundle readable by the user (as :class:`BundleDetailApi`); else 404."""
 
     @extend_schema(operation_id="bundle_results",
                    responses={200: BundleResultsOutput, 401: ErrorSerializer, 404: ErrorSerializer})
     def get(self, request: Request, version: str, pk: int) -> Response:
-        bundle = get_object_or_404(TraceBundle, pk=pk)
+        bundle = bundle_for_reader(pk=pk, user=request.user)
         return Response(bundle_results_data(bundle))

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from reviewapp import constants as c
+from reviewapp.access import bundles_usable_by, comparison_for_writer, patches_usable_by
 from reviewapp.api.base import ErrorSerializer, UploadApiView, files_of
 from reviewapp.api.bundles import bundle_results_data
 from reviewapp.api.serializers import (
@@ -26,10 +27,9 @@ from reviewapp.selectors import (
     comparison_get_for_user,
     comparison_list_for_user,
     comparison_result,
-    patch_list_for_user,
     side_bundles,
 )
-from reviewapp.services import NotAllowed, UploadRejected
+from reviewapp.services import UploadRejected
 from reviewapp.services.comparisons import (
     comparison_add_bundles,
     comparison_create,
@@ -81,8 +81,10 @@ class AddBundlesInput(serializers.Serializer):
     bundles = serializers.ListField(child=serializers.IntegerField(), min_length=1)
 
 
-def _bundles(ids: list[int], field: str) -> list[TraceBundle]:
-    found = {b.pk: b for b in TraceBundle.objects.filter(pk__in=ids)}
+def _bundles(ids: list[int], field: str, user: object) -> list[TraceBundle]:
+    """The bundles ``ids`` if ``user`` may use them (reviewapp.access.bundles_usable_by); a
+    bundle the user may not use is reported exactly like one that does not exist."""
+    found = {b.pk: b for b in bundles_usable_by(user).filter(pk__in=ids)}
     missing = [i for i in ids if i not in found]
     if missing:
         raise UploadRejected(f"{field}: no bundle with id {', '.join(map(str, missing))}",
@@ -129,10 +131,10 @@ class ComparisonListCreateApi(APIView):
         ser = ComparisonCreateInput(data=request.data)
         ser.is_valid(raise_exception=True)
         d = ser.validated_data
-        baseline = _bundles(d["baseline"], "baseline")
-        patched = _bundles(d["patched"], "patched")
+        baseline = _bundles(d["baseline"], "baseline", request.user)
+        patched = _bundles(d["patched"], "patched", request.user)
         if d.get("patch"):
-            patch = patch_list_for_user(request.user).filter(pk=d["patch"]).first()
+            patch = patches_usable_by(request.user).filter(pk=d["patch"]).first()
             if patch is None:
                 raise UploadRejected(f"patch: no patch with id {d['patch']}", field="patch")
         else:
@@ -162,7 +164,7 @@ class SubmissionCreateApi(UploadApiView):
         patch = None
         if d.get("patch"):
             try:
-                patch = patch_list_for_user(request.user).filter(pk=int(d["patch"])).first()
+                patch = patches_usable_by(request.user).filter(pk=int(d["patch"])).first()
             except (TypeError, ValueError):
                 patch = None
             if patch is None:
@@ -207,14 +209,17 @@ class ComparisonResultsApi(APIView):
 
 
 class ComparisonAddBundlesApi(APIView):
+    """More runs on one side: the owner and write grants only (403 to other readers, 404 to
+    anyone who cannot read the comparison); only bundles the caller may use."""
+
     @extend_schema(operation_id="comparison_add_bundles", request=AddBundlesInput,
                    responses={200: ComparisonOutput, 400: ErrorSerializer, 401: ErrorSerializer,
-                              404: ErrorSerializer})
+                              403: ErrorSerializer, 404: ErrorSerializer})
     def post(self, request: Request, version: str, pk: int) -> Response:
-        comparison = comparison_get_for_user(pk=pk, user=request.user)
+        comparison = comparison_for_writer(pk=pk, user=request.user)
         ser = AddBundlesInput(data=request.data)
         ser.is_valid(raise_exception=True)
-        bundles = _bundles(ser.validated_data["bundles"], "bundles")
+        bundles = _bundles(ser.validated_data["bundles"], "bundles", request.user)
         comparison_add_bundles(comparison=comparison, side=ser.validated_data["side"],
                                bundles=bundles)
         return Response(ComparisonOutput(comparison, context={"request": request}).data)
@@ -280,15 +285,14 @@ class ThresholdsInput(serializers.Serializer):
 
 
 class ComparisonThresholdsApi(APIView):
-    """Replace a comparison's check thresholds (its creator or staff); the step runs again."""
+    """Replace a comparison's check thresholds (who may change it: reviewapp.access); the
+    step runs again."""
 
     @extend_schema(operation_id="comparison_thresholds", request=ThresholdsInput,
                    responses={200: ComparisonOutput, 400: ErrorSerializer, 401: ErrorSerializer,
                               403: ErrorSerializer, 404: ErrorSerializer})
     def put(self, request: Request, version: str, pk: int) -> Response:
-        comparison = comparison_get_for_user(pk=pk, user=request.user)
-        if not (request.user.is_staff or comparison.created_by_id == request.user.pk):
-            raise NotAllowed("only the comparison's creator (or staff) may change its thresholds")
+        comparison = comparison_for_writer(pk=pk, user=request.user)
         ser = ThresholdsInput(data=request.data)
         ser.is_valid(raise_exception=True)
         comparison_thresholds_set(comparison=comparison,

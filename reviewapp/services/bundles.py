@@ -1,4 +1,5 @@
-"""bundle_create: stream uploaded files to storage, checksum them, dedupe, queue the analysis."""
+"""bundle_create: stream uploaded files to storage, checksum them, share stored bytes, queue the
+analysis."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from reviewapp import constants as c
 from reviewapp.models import TraceBundle, TraceFile
@@ -121,9 +122,10 @@ def bundle_create(
 ) -> tuple[TraceBundle, bool]:
     """Store one run's files and queue its analysis.
 
-    Files are streamed into storage under generated names while their sha256 is computed. A
-    bundle whose files have exactly the bytes of an existing bundle is not stored again: the
-    existing bundle is returned with ``created=False`` (its metadata is kept as first given).
+    Files are streamed into storage under generated names while their sha256 is computed.
+    Every call makes a new bundle with this call's metadata and uploader, whatever the bytes
+    (issue 10 §4, issue 11): only the stored bytes are shared with an earlier upload of the
+    same content, never the bundle, so an upload tells nothing about other users' uploads.
 
     Args:
         files: Django UploadedFile objects (or anything with ``name``, ``size``, ``read``,
@@ -131,7 +133,7 @@ def bundle_create(
         side_label: "baseline"/"patched", used to word error messages.
 
     Returns:
-        ``(bundle, created)``.
+        ``(bundle, created)``; ``created`` is always True (kept for callers).
 
     Raises:
         UploadRejected: no files, only empty files, an unrecognised format.
@@ -157,35 +159,25 @@ def bundle_create(
         ) from exc
 
     checksum = bundle_checksum([s[3] for s in stored])
-    existing = TraceBundle.objects.filter(checksum=checksum).first()
-    if existing is not None:
-        for item in stored:
-            delete_quietly(item[2])
-        return existing, False
-
-    try:
-        with transaction.atomic():
-            bundle = TraceBundle.objects.create(
-                role=role, name=name[:200], kernel=kernel[:100], stack=stack, limits=limits,
-                workload=workload, checksum=checksum, size=sum(s[4] for s in stored),
-                uploaded_by=user if getattr(user, "is_authenticated", False) else None,
+    with transaction.atomic():
+        bundle = TraceBundle.objects.create(
+            role=role, name=name[:200], kernel=kernel[:100], stack=stack, limits=limits,
+            workload=workload, checksum=checksum, size=sum(s[4] for s in stored),
+            uploaded_by=user if getattr(user, "is_authenticated", False) else None,
+        )
+        for client, fmt, storage_name, sha, size in stored:
+            same = (TraceFile.objects.filter(checksum=sha).exclude(storage_name=storage_name)
+                    .values_list("storage_name", flat=True).first())
+            if same is not None:
+                # The bytes are already in storage: point at them, drop the new copy. Stored
+                # blobs are shared, bundles are not (see TraceBundle).
+                transaction.on_commit(lambda n=storage_name: delete_quietly(n))
+                storage_name = same
+            TraceFile.objects.create(
+                bundle=bundle, name=client, format=fmt, size=size, checksum=sha,
+                storage_name=storage_name,
             )
-            for client, fmt, storage_name, sha, size in stored:
-                same = TraceFile.objects.filter(checksum=sha).exclude(storage_name=storage_name).first()
-                if same is not None:
-                    # The bytes are already in storage: point at them, drop the new copy.
-                    transaction.on_commit(lambda n=storage_name: delete_quietly(n))
-                    storage_name = same.storage_name
-                TraceFile.objects.create(
-                    bundle=bundle, name=client, format=fmt, size=size, checksum=sha,
-                    storage_name=storage_name,
-                )
-            from reviewapp.services.jobs import job_create_for_bundle
+        from reviewapp.services.jobs import job_create_for_bundle
 
-            job_create_for_bundle(bundle=bundle)
-    except IntegrityError:
-        # Same bytes uploaded concurrently: the other request won; use its bundle.
-        for item in stored:
-            delete_quietly(item[2])
-        return TraceBundle.objects.get(checksum=checksum), False
+        job_create_for_bundle(bundle=bundle)
     return bundle, True

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -13,6 +14,12 @@ from django.views.decorators.http import require_GET, require_POST
 from reviewapp import charts
 from reviewapp import constants as c
 from reviewapp import sections as sec
+from reviewapp.access import (
+    bundles_usable_by,
+    can_change_comparison,
+    comparison_for_writer,
+    patches_usable_by,
+)
 from reviewapp.forms import AddRunsForm, CommentForm, UploadForm
 from reviewapp.selectors import (
     chart_index,
@@ -24,7 +31,7 @@ from reviewapp.selectors import (
     side_bundles,
     side_results,
 )
-from reviewapp.services import ServiceError
+from reviewapp.services import NotAllowed, ServiceError
 from reviewapp.services.bundles import bundle_create
 from reviewapp.services.comparisons import comparison_add_bundles, submission_create
 from reviewapp.services.threads import comment_create
@@ -34,14 +41,13 @@ FIELD_OF = {"baseline": "baseline_files", "patched": "patched_files", "mbox": "m
 
 
 def _upload_patch(request: HttpRequest, value: Any) -> Any:
-    """The existing patch the upload is for (``?patch=`` or the hidden field), if readable."""
-    from reviewapp.selectors import patch_list_for_user
-
+    """The existing patch the upload is for (``?patch=`` or the hidden field), if the user may
+    use it (reviewapp.access.patches_usable_by: own, write-granted or public)."""
     try:
         pk = int(value)
     except (TypeError, ValueError):
         return None
-    return patch_list_for_user(request.user).filter(pk=pk).first()
+    return patches_usable_by(request.user).filter(pk=pk).first()
 
 
 def _baseline_from(request: HttpRequest, offers: list[dict[str, Any]], value: Any) -> list[Any]:
@@ -51,7 +57,10 @@ def _baseline_from(request: HttpRequest, offers: list[dict[str, Any]], value: An
     for offer in offers:
         for cmp in offer["comparisons"]:
             if cmp.pk == value:
-                return list(cmp.patched_bundles.order_by("pk"))
+                # only runs the user may use: a run readable through a private comparison
+                # shared with them would be published by a public comparison
+                return list(bundles_usable_by(request.user).filter(
+                    pk__in=cmp.patched_bundles.values("pk")).order_by("pk"))
     return []
 
 
@@ -151,6 +160,7 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
         "comments": comments,
         "comment_form": CommentForm(),
         "add_runs_form": AddRunsForm(),
+        "can_change": can_change_comparison(request.user, comparison),
         "result": result,
         "lazy": lazy,
         "index_devices": index_devices,
@@ -227,8 +237,12 @@ def comment(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def add_runs(request: HttpRequest, pk: int) -> HttpResponse:
-    """Another run on either side of an existing comparison."""
-    comparison = comparison_get_for_user(pk=pk, user=request.user)
+    """Another run on either side of an existing comparison (who may change it:
+    reviewapp.access; 403 to other readers, 404 to anyone else)."""
+    try:
+        comparison = comparison_for_writer(pk=pk, user=request.user)
+    except NotAllowed as exc:
+        raise PermissionDenied(exc.message) from exc
     form = AddRunsForm(request.POST, request.FILES)
     if form.is_valid():
         side = form.cleaned_data["side"]

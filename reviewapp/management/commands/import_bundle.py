@@ -41,7 +41,7 @@ class Command(BaseCommand):
                 f = File(fh, name=p.name)
                 f.size = p.stat().st_size
                 files.append(f)
-            bundle, created = bundle_create(
+            bundle, _ = bundle_create(
                 files=files, role=opts["role"], kernel=opts["kernel"], stack=opts["stack"],
                 limits=opts["limits"], workload=opts["workload"], side_label=opts["role"])
         except ServiceError as exc:
@@ -49,5 +49,4 @@ class Command(BaseCommand):
         finally:
             for fh in handles:
                 fh.close()
-        word = "created" if created else "already stored (same bytes)"
-        self.stdout.write(f"bundle {bundle.pk} {word}")
+        self.stdout.write(f"bundle {bundle.pk} created")

@@ -1,4 +1,4 @@
-"""POST/GET /api/v1/bundles/: create, dedupe (200), errors as JSON 400/413, auth."""
+"""POST/GET /api/v1/bundles/: create (a bundle per upload), errors as JSON 400/413, auth."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ pytestmark = pytest.mark.django_db
 URL = "/api/v1/bundles/"
 
 
-def test_bundle_post_creates_then_returns_existing(api_client, check, make_upload, seed000_before):
-    """The first upload is 201; the same bytes again are 200 with the same bundle."""
+def test_bundle_post_creates_a_bundle_per_upload(api_client, check, make_upload, seed000_before):
+    """Every upload is 201 with its own bundle, even with the same bytes (issue 11 REST)."""
     r1 = api_client.post(URL, {"files": [make_upload("before.txt", seed000_before)],
                                "role": "baseline", "kernel": "6.1.0-57-amd64"},
                          format="multipart")
@@ -24,8 +24,9 @@ def test_bundle_post_creates_then_returns_existing(api_client, check, make_uploa
     r2 = api_client.post(URL, {"files": [make_upload("again.txt", seed000_before)]},
                          format="multipart")
     b2 = check(r2, "post", URL)
-    assert r2.status_code == 200 and b2["id"] == b1["id"] and b2["checksum"] == b1["checksum"]
-    assert TraceBundle.objects.count() == 1
+    assert r2.status_code == 201 and b2["id"] != b1["id"] and b2["checksum"] == b1["checksum"]
+    assert b2["kernel"] == "" and b2["files"][0]["name"] == "again.txt"
+    assert TraceBundle.objects.count() == 2
 
 
 def test_bundle_post_empty_is_400_json(api_client, check):

@@ -1,4 +1,5 @@
-"""bundle_create: streaming to storage, checksums, dedupe, generated names, rejections."""
+"""bundle_create: streaming to storage, checksums, shared stored bytes, generated names,
+rejections."""
 
 from __future__ import annotations
 
@@ -33,26 +34,44 @@ def test_bundle_create_stores_files_under_generated_names(make_upload, seed000_b
     assert bundle.uploaded_by == user and bundle.kernel == "6.17.13"
 
 
-def test_bundle_create_same_bytes_returns_existing(make_upload, seed000_before):
-    """A re-upload of the same bytes is recognised by checksum and stored once."""
-    first, c1 = bundle_create(files=[make_upload("a.txt", seed000_before)])
-    second, c2 = bundle_create(files=[make_upload("renamed.txt", seed000_before)])
-    assert (c1, c2) == (True, False)
-    assert first.pk == second.pk
-    assert TraceBundle.objects.count() == 1
-    assert TraceFile.objects.count() == 1
-    assert len(default_storage.listdir("traces")[1]) >= 1
-    stored = [n for n in default_storage.listdir("traces")[1]
-              if TraceFile.objects.filter(storage_name=f"traces/{n}").exists()]
+def test_bundle_create_same_bytes_is_a_new_bundle_sharing_the_stored_bytes(
+        make_upload, seed000_before, user, other_user):
+    """Issue 10 §4: the same bytes uploaded by another user are another bundle with that
+    user's metadata; the bytes are stored once (shared by both TraceFiles)."""
+    first, _ = bundle_create(files=[make_upload("a.txt", seed000_before)], kernel="6.1-mine",
+                             user=user)
+    second, created = bundle_create(files=[make_upload("renamed.txt", seed000_before)],
+                                    kernel="6.9-theirs", user=other_user)
+    assert created and first.pk != second.pk
+    assert (first.kernel, first.uploaded_by) == ("6.1-mine", user)
+    assert (second.kernel, second.uploaded_by) == ("6.9-theirs", other_user)
+    assert [f.name for f in second.files.all()] == ["renamed.txt"]
+    assert TraceFile.objects.count() == 2
+    names = set(TraceFile.objects.values_list("storage_name", flat=True))
+    assert len(names) == 1
+    stored = [n for n in default_storage.listdir("traces")[1] if f"traces/{n}" in names]
     assert len(stored) == 1
+    # each bundle is analyzed on its own
+    assert AnalysisJob.objects.filter(bundle=second).count() == 1
+
+
+def test_deleting_a_bundle_keeps_the_bytes_another_uses(make_upload, seed000_before, user,
+                                                        other_user):
+    """Issue 10 §4: deleting one bundle leaves the stored blob the other bundle reads."""
+    first, _ = bundle_create(files=[make_upload("a.txt", seed000_before)], user=user)
+    second, _ = bundle_create(files=[make_upload("b.txt", seed000_before)], user=other_user)
+    name = second.files.get().storage_name
+    first.delete()
+    with default_storage.open(name, "rb") as fh:
+        assert fh.read() == seed000_before
 
 
 def test_bundle_checksum_ignores_order_and_names(make_upload, seed000_before, seed000_after):
-    """Two files uploaded in the other order are the same bundle."""
+    """Two files uploaded in the other order have the same checksum (two bundles)."""
     a, _ = bundle_create(files=[make_upload("x", seed000_before), make_upload("y", seed000_after)])
     b, created = bundle_create(files=[make_upload("q", seed000_after),
                                       make_upload("r", seed000_before)])
-    assert not created and a.pk == b.pk
+    assert created and a.pk != b.pk and a.checksum == b.checksum
 
 
 def test_bundle_create_shares_stored_file_between_bundles(make_upload, seed000_before,
