@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
 from django.db.models import Model, Q, QuerySet
 from django.http import Http404
 
@@ -46,7 +47,6 @@ from reviewapp.models import (
     Thread,
     TraceBundle,
 )
-from reviewapp.services import NotAllowed
 
 
 def is_user(user: Any) -> bool:
@@ -147,11 +147,12 @@ def comparison_for_writer(*, pk: Any, user: Any) -> Comparison:
 
     Raises:
         Http404: ``user`` may not read it (or it does not exist).
-        NotAllowed: ``user`` may read it but not change it (403).
+        PermissionDenied: ``user`` may read it but not change it (403; the API answers it as
+            JSON, pages with the 403 page).
     """
     comparison = comparison_for_reader(pk=pk, user=user)
     if not can_change_comparison(user, comparison):
-        raise NotAllowed("only the comparison's owner and the users it is shared with for "
+        raise PermissionDenied("only the comparison's owner and the users it is shared with for "
                          "changes may change it")
     return comparison
 
@@ -202,11 +203,11 @@ def patch_for_reader(*, pk: Any, user: Any) -> Patch:
 
 
 def patch_for_writer(*, pk: Any, user: Any) -> Patch:
-    """The patch ``pk`` if ``user`` may change it; Http404 if unreadable, NotAllowed (403) if
+    """The patch ``pk`` if ``user`` may change it; Http404 if unreadable, PermissionDenied (403) if
     readable only."""
     patch = patch_for_reader(pk=pk, user=user)
     if not can_change_patch(user, patch):
-        raise NotAllowed("only the patch's submitter and the users it is shared with for "
+        raise PermissionDenied("only the patch's submitter and the users it is shared with for "
                          "changes may change it")
     return patch
 
@@ -240,11 +241,11 @@ def series_for_reader(*, pk: Any, user: Any) -> Series:
 
 
 def series_for_writer(*, pk: Any, user: Any) -> Series:
-    """The series ``pk`` if ``user`` may change it; Http404 if unreadable, NotAllowed (403) if
+    """The series ``pk`` if ``user`` may change it; Http404 if unreadable, PermissionDenied (403) if
     readable only."""
     series = series_for_reader(pk=pk, user=user)
     if not can_change_series(user, series):
-        raise NotAllowed("only the series' submitter and the users it is shared with for "
+        raise PermissionDenied("only the series' submitter and the users it is shared with for "
                          "changes may change it")
     return series
 

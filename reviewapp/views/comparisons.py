@@ -6,7 +6,6 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -31,7 +30,7 @@ from reviewapp.selectors import (
     side_bundles,
     side_results,
 )
-from reviewapp.services import NotAllowed, ServiceError
+from reviewapp.services import ServiceError
 from reviewapp.services.bundles import bundle_create
 from reviewapp.services.comparisons import comparison_add_bundles, submission_create
 from reviewapp.services.threads import comment_create
@@ -239,10 +238,7 @@ def comment(request: HttpRequest, pk: int) -> HttpResponse:
 def add_runs(request: HttpRequest, pk: int) -> HttpResponse:
     """Another run on either side of an existing comparison (who may change it:
     reviewapp.access; 403 to other readers, 404 to anyone else)."""
-    try:
-        comparison = comparison_for_writer(pk=pk, user=request.user)
-    except NotAllowed as exc:
-        raise PermissionDenied(exc.message) from exc
+    comparison = comparison_for_writer(pk=pk, user=request.user)
     form = AddRunsForm(request.POST, request.FILES)
     if form.is_valid():
         side = form.cleaned_data["side"]
