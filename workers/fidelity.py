@@ -236,7 +236,7 @@ def score_capture(path: str | os.PathLike[str], *, mode: str = "auto",
     mean_dev = float(np.mean([d.score for d in dev_scores]))
     score = mean_dev if cross is None else (mean_dev + cross) / 2
     return CaptureScore(label, own, work, want, score, dev_scores, cross,
-                        warnings=kernel_version_warnings(kern), preset=kern)
+                        warnings=kernel_version_warnings(kern) + list(stack.notes), preset=kern)
 
 
 def is_calibration(name: str, patterns: Sequence[str]) -> bool:

@@ -229,7 +229,7 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
         "predicted_old": slim(r_old), "predicted_new": slim(r_new),
         "fidelity": fidelity, "fidelity_new": fidelity_new,
         "warnings": [w for k in dict.fromkeys([baseline_kernel, patched_kernel]) if k
-                     for w in kernel_version_warnings(k)],
+                     for w in kernel_version_warnings(k)] + list(stack.notes),
     }
 
 

@@ -93,7 +93,7 @@ def predict(args: argparse.Namespace) -> tuple[EventTable, Any, Any]:
     if not kernel:
         raise ModelConfigError("give --kernel (or a manifest with kernel = ...)")
     policy = preset_for_kernel(str(kernel)).with_overrides(args.policy)
-    for warning in kernel_version_warnings(str(kernel)):
+    for warning in [*kernel_version_warnings(str(kernel)), *stack.notes]:
         print(f"replay: warning: {warning}", file=sys.stderr)
     if args.workload:
         bios = bios_from_workload(args.workload, seed=args.seed)

@@ -93,6 +93,8 @@ def eligible(bios_rwbs: npt.NDArray[np.int64], stack: Stack, limits: dict[int, Q
     elif top.kind in ("raid0", "raid5"):
         if any(m.kind != "disk" for m in top.members):
             return False
+        if top.failed:
+            return False  # a degraded array reads through the stripe cache: Python only
         if top.kind == "raid0" and len({top.member_size(i) for i in range(len(top.members))}) > 1:
             return False
         if top.kind == "raid5" and top.layout not in _LAYOUTS:

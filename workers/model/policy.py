@@ -34,6 +34,8 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "md_io_opt_align": ("off", "on"),
     "dio_bio_limit": ("vecs", "pages"),
     "unplug_trace": ("always", "not_direct"),
+    "md_read_balance": ("scan", "first_idle"),
+    "raid10_chunk_limit": ("off", "on"),
 }
 
 #: Old spellings still accepted (stored comparisons and scripts may carry them): field -> old -> new.
@@ -76,6 +78,15 @@ class Policy:
             direct path of ``blk_mq_flush_plug_list``) or ``not_direct`` (5.16-6.11: only
             ``blk_mq_dispatch_plug_list``, i.e. with an elevator, several queues or from
             schedule).
+        md_read_balance: how raid1's ``read_balance`` picks a member when no member continues a
+            sequential read: ``scan`` (<= 6.8: a sequential member anywhere wins, then the
+            least busy, else the nearest head) or ``first_idle`` (6.9+, Yu Kuai's
+            ``choose_best_rdev``: the scan stops at the first idle member).
+        raid10_chunk_limit: ``on``: raid10 sets the queue's ``chunk_sectors`` to its chunk
+            (John Garry's "md/raid10: set chunk_sectors limit", inferred 6.17), so
+            ``bio_split_to_limits`` already splits at chunk boundaries; ``off``: md splits at
+            max_sectors and ``raid10_make_request`` then at the chunk, which leaves short
+            pieces when max_sectors is not a multiple of the chunk.
         name: the preset label this policy came from (not a behaviour).
     """
 
@@ -94,6 +105,8 @@ class Policy:
     md_io_opt_align: str = "off"
     dio_bio_limit: str = "vecs"
     unplug_trace: str = "always"
+    md_read_balance: str = "first_idle"
+    raid10_chunk_limit: str = "on"
     name: str = "custom"
 
     def __post_init__(self) -> None:

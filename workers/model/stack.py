@@ -1,4 +1,5 @@
-"""Stacks of block devices: a plain disk, md raid0/raid5/linear, a bcache-like cache device.
+"""Stacks of block devices: a plain disk, md raid0/raid1/raid10/raid5/raid6/linear, a bcache-like
+cache device.
 
 A stack is a small tree of :class:`Node` objects, top device first, described by a bundle
 manifest (architecture.md ``[stack]``) or a short spec (``"raid5:disks=8,chunk=64k"``). Nodes
@@ -14,6 +15,13 @@ Mapping functions follow drivers/md:
 * :func:`raid0_map`: ``map_sector`` for equal-size members (one zone) and the multi-zone
   ORIG / ALT layouts (``find_zone``).
 * :func:`linear_map`: ``which_dev`` over concatenated members.
+* :func:`raid6_map`: ``raid5_compute_sector`` for level 6 (P and Q parity disks).
+* :func:`raid10_copies`: ``__raid10_find_phys`` (near, far and offset copies; ``calc_sectors``
+  gives the far stride).
+
+Stacks the model has no rules for (dm targets, loop, partitions, null_blk, scsi_debug) are
+mapped to the closest kind it has, and the stack says so in :attr:`Stack.notes`
+(:data:`APPROXIMATIONS`).
 """
 
 from __future__ import annotations
@@ -29,9 +37,49 @@ from workers.events import dev_str, make_dev, parse_dev
 from workers.model.limits import UNLIMITED, QueueLimits
 from workers.model.policy import Policy, parse_size
 
-KINDS = ("disk", "raid0", "raid5", "linear", "cache")
+KINDS = ("disk", "raid0", "raid1", "raid10", "raid5", "raid6", "linear", "cache")
 #: md kinds are bio-based (BD_HAS_SUBMIT_BIO): they go through __submit_bio_noacct.
-BIO_BASED = frozenset({"raid0", "raid5", "linear", "cache"})
+BIO_BASED = frozenset({"raid0", "raid1", "raid10", "raid5", "raid6", "linear", "cache"})
+#: Kinds whose reads and writes go through raid5.c (chunk_aligned_read, the stripe cache).
+RAID456 = frozenset({"raid5", "raid6"})
+#: Kinds that keep copies (raid1.c / raid10.c read_balance, writes to every copy).
+MIRRORED = frozenset({"raid1", "raid10"})
+
+#: Stack kinds the model has no rules for yet: the closest kind it has, and why that is close.
+APPROXIMATIONS: dict[str, tuple[str, str]] = {
+    "dm-linear": ("linear", "dm-linear remaps each bio to one target like md-linear"),
+    "dm-stripe": ("raid0", "dm-stripe splits at the chunk and maps round robin like raid0"),
+    "dm-crypt": ("linear", "dm-crypt remaps 1:1 (its own splitting into 256-page bios and "
+                 "its kcryptd reordering are not modelled)"),
+    "loop": ("disk", "loop is modelled as one disk (the file system below it is not)"),
+    "partition": ("disk", "a partition is modelled as its disk (blk_partition_remap only adds "
+                  "the start sector)"),
+    "null_blk": ("disk", "null_blk is a blk-mq disk; its default limits come from the manifest"),
+    "scsi_debug": ("disk", "scsi_debug is a SCSI disk; its limits come from the manifest"),
+}
+_KIND_ALIASES = {"bcache": "cache", "dm_linear": "dm-linear", "dm_stripe": "dm-stripe",
+                 "dm_crypt": "dm-crypt", "crypt": "dm-crypt", "striped": "dm-stripe",
+                 "nullb": "null_blk", "null-blk": "null_blk", "scsi-debug": "scsi_debug",
+                 "part": "partition", "mirror": "raid1", "raid4": "raid5"}
+
+
+def resolve_kind(kind: str) -> tuple[str, str | None]:
+    """``(modelled kind, note)`` for a stack kind: the note says when it is an approximation.
+
+    Raises:
+        ModelConfigError: a kind neither modelled nor approximated.
+    """
+    k = _KIND_ALIASES.get(kind.strip().lower(), kind.strip().lower())
+    if k in KINDS:
+        if kind.strip().lower() == "raid4":
+            return "raid5", ("raid4 is modelled as raid5 (the parity rotates there; raid4 keeps "
+                             "it on the last disk)")
+        return k, None
+    if k in APPROXIMATIONS:
+        target, why = APPROXIMATIONS[k]
+        return target, f"{k} is not modelled yet: approximated as {target} ({why})"
+    known = ", ".join([*KINDS, *APPROXIMATIONS])
+    raise ModelConfigError(f"unknown stack kind {kind!r}; known: {known}")
 #: RAID5_MAX_REQ_STRIPES << (stripe shift of a 4K stripe): raid5's max_hw_sectors (1 MiB).
 RAID5_MAX_HW_SECTORS = 256 << 3
 #: Member size when the manifest does not give one (big enough never to matter).
@@ -52,7 +100,10 @@ class Node:
             optional backing disk).
         chunk_sectors: md chunk in sectors.
         data_offset: sectors before md data on each member.
-        layout: raid5 ``left-symmetric`` (default) etc.; raid0 ``orig`` | ``alt``.
+        layout: raid5/raid6 ``left-symmetric`` (default) etc.; raid0 ``orig`` | ``alt``;
+            raid10 ``n2`` (default), ``f2``, ``o2``, ``n2f2`` ... (``near=2`` and md's layout
+            number are accepted by :func:`raid10_geometry`).
+        failed: member indices that are missing or faulty (a degraded array).
         sizes: member data sizes in sectors (linear concatenation, raid0 zones).
         limits: sysfs overrides from the manifest (``max_sectors_kb`` ...); they win.
         device: service-model spec for :func:`workers.model.device.device_from_spec`.
@@ -66,18 +117,32 @@ class Node:
     data_offset: int = 0
     layout: str = ""
     sizes: tuple[int, ...] = ()
+    failed: tuple[int, ...] = ()
     limits: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
     device: Any = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ModelConfigError(f"unknown stack kind {self.kind!r}; known: {', '.join(KINDS)}")
-        if self.kind in ("raid0", "raid5"):
+        if self.kind in ("raid0", "raid5", "raid6", "raid10"):
             if self.chunk_sectors <= 0:
                 raise ModelConfigError(f"{self.kind} needs a positive chunk size")
-            need = 3 if self.kind == "raid5" else 1
-            if len(self.members) < need:
-                raise ModelConfigError(f"{self.kind} needs at least {need} members")
+        need = {"raid0": 1, "raid1": 1, "raid10": 2, "raid5": 3, "raid6": 4}.get(self.kind, 0)
+        if len(self.members) < need:
+            raise ModelConfigError(f"{self.kind} needs at least {need} members")
+        if self.kind == "raid10":
+            near, far, _offset = raid10_geometry(self.layout)
+            if near * far > len(self.members):
+                raise ModelConfigError(f"raid10 layout {self.layout!r} keeps {near * far} "
+                                       f"copies on {len(self.members)} members")
+        bad = [i for i in self.failed if not 0 <= i < len(self.members)]
+        if bad:
+            raise ModelConfigError(f"failed member index {bad[0]} is not a member")
+        tolerate = {"raid1": len(self.members) - 1, "raid5": 1, "raid6": 2,
+                    "raid10": 1}.get(self.kind, 0)
+        if len(set(self.failed)) > tolerate:
+            raise ModelConfigError(f"{self.kind} with {len(set(self.failed))} failed members "
+                                   "cannot serve I/O")
         if self.kind in ("linear", "cache") and not self.members:
             raise ModelConfigError(f"{self.kind} needs members")
         if self.kind == "disk" and self.members:
@@ -93,9 +158,11 @@ class Node:
 
 @dataclass(frozen=True)
 class Stack:
-    """A tree of devices; ``top`` receives the submitted bios."""
+    """A tree of devices; ``top`` receives the submitted bios. ``notes`` say where the stack
+    was approximated by a kind the model has (:data:`APPROXIMATIONS`)."""
 
     top: Node
+    notes: tuple[str, ...] = ()
 
     def nodes(self) -> list[Node]:
         """Every node once, top first (depth first)."""
@@ -173,7 +240,28 @@ def node_limits(node: Node, policy: Policy, member_limits: Sequence[QueueLimits]
         base = QueueLimits(max_sectors=ms, max_hw_sectors=hw, chunk_sectors=chunk,
                            max_segments=65535, max_segment_size=0xFFFFFFFF, io_min=c << 9,
                            io_opt=io_opt << 9, max_discard_sectors=md, discard_granularity=gran)
-    else:  # linear, cache: stacked limits (blk_stack_limits takes the minimum)
+    elif node.kind == "raid6" or node.kind == "raid10":
+        if node.kind == "raid6":
+            # raid5_set_limits, like raid5 with two parity disks
+            io_opt = c * (len(node.members) - 2)
+            hw = RAID5_MAX_HW_SECTORS
+            chunk = 0
+            if policy.md_io_opt_align == "on":
+                hw = max(io_opt, hw - hw % io_opt)
+                chunk = io_opt
+            ms = _validate_max_sectors(hw, cap, io_opt, c)
+        else:
+            # raid10_set_queue_limits: stacked member limits, io_min chunk, io_opt per stripe
+            near, far, _o = raid10_geometry(node.layout)
+            io_opt = c * max(len(node.members) // near, 1)
+            hw = min((m.max_hw_sectors for m in member_limits), default=DISK_MAX_HW_SECTORS)
+            ms = min(min((m.max_sectors for m in member_limits), default=min(hw, cap)),
+                     _validate_max_sectors(hw, cap, io_opt, c))
+            chunk = c if policy.raid10_chunk_limit == "on" and near < len(node.members) else 0
+        base = QueueLimits(max_sectors=ms, max_hw_sectors=max(hw, ms), chunk_sectors=chunk,
+                           max_segments=65535, max_segment_size=0xFFFFFFFF, io_min=c << 9,
+                           io_opt=io_opt << 9, max_discard_sectors=0, rotational=1)
+    else:  # linear, cache, raid1: stacked limits (blk_stack_limits takes the minimum)
         ms = min((m.max_sectors for m in member_limits), default=min(DISK_MAX_HW_SECTORS, cap))
         hw = min((m.max_hw_sectors for m in member_limits), default=DISK_MAX_HW_SECTORS)
         mds = min((m.max_discard_sectors for m in member_limits), default=0)
@@ -298,6 +386,118 @@ def linear_map(sector: int, sizes: Sequence[int]) -> tuple[int, int, int]:
     raise ModelConfigError(f"sector {sector} is beyond the linear array")
 
 
+def raid6_map(sector: int, chunk: int, raid_disks: int, layout: str = "left-symmetric"
+              ) -> tuple[int, int, int, int]:
+    """(data disk, member sector without data_offset, P disk, Q disk): raid5_compute_sector
+    for level 6 (the four classic layouts; ``ALGORITHM_LEFT_SYMMETRIC`` is mdadm's default)."""
+    data_disks = raid_disks - 2
+    chunk_number = sector // chunk
+    off = sector % chunk
+    stripe = chunk_number // data_disks
+    dd = chunk_number % data_disks
+    r = stripe % raid_disks
+    if layout in ("left-symmetric", "left_symmetric", "", "2"):
+        pd = raid_disks - 1 - r
+        qd = (pd + 1) % raid_disks
+        disk = (pd + 2 + dd) % raid_disks
+    elif layout in ("left-asymmetric", "left_asymmetric", "0"):
+        pd = raid_disks - 1 - r
+        qd = pd + 1
+        if pd == raid_disks - 1:
+            disk, qd = dd + 1, 0  # Q D D D P
+        else:
+            disk = dd + 2 if dd >= pd else dd  # D D P Q D
+    elif layout in ("right-asymmetric", "right_asymmetric", "1"):
+        pd = r
+        qd = pd + 1
+        if pd == raid_disks - 1:
+            disk, qd = dd + 1, 0
+        else:
+            disk = dd + 2 if dd >= pd else dd
+    elif layout in ("right-symmetric", "right_symmetric", "3"):
+        pd = r
+        qd = (pd + 1) % raid_disks
+        disk = (pd + 2 + dd) % raid_disks
+    else:
+        raise ModelConfigError(f"raid6 layout {layout!r} is not modelled (left/right "
+                               "symmetric/asymmetric are)")
+    return disk, stripe * chunk + off, pd, qd
+
+
+def raid10_geometry(layout: str) -> tuple[int, int, bool]:
+    """``(near_copies, far_copies, far_offset)`` from a raid10 layout.
+
+    Accepts mdadm's names (``n2``, ``f2``, ``o2``, ``n2f2`` ...), ``mdadm --detail``'s
+    ``near=2`` / ``far=2`` / ``offset=2`` and md's layout number (``258`` = 0x102 = n2: near in
+    the low byte, far in the second, bit 16 offset). Empty means mdadm's default, n2.
+    """
+    text = str(layout or "").strip().lower().replace(" ", "")
+    if not text:
+        return 2, 1, False
+    if text.isdigit() or text.startswith("0x"):
+        v = int(text, 0)
+        near, far, offset = v & 0xFF, (v >> 8) & 0xFF, bool(v & (1 << 16))
+        if near < 1 or far < 1:
+            raise ModelConfigError(f"raid10 layout number {layout!r} has no copies")
+        return near, far, offset
+    near, far, offset = 1, 1, False
+    found = False
+    for key, num in re.findall(r"(near|far|offset|n|f|o)=?(\d+)", text):
+        found = True
+        if key in ("near", "n"):
+            near = int(num)
+        elif key in ("far", "f"):
+            far = int(num)
+        else:
+            far, offset = int(num), True
+    if not found or re.sub(r"(near|far|offset|n|f|o)=?\d+|[-,_]|copies", "", text):
+        raise ModelConfigError(f"raid10 layout {layout!r}: expected n2, f2, o2 (or near=2, "
+                               "far=2, offset=2, or md's layout number)")
+    return near, far, offset
+
+
+def raid10_stride(layout: str, chunk: int, raid_disks: int, dev_sectors: int) -> int:
+    """``geo.stride`` (sectors between far copies on a member): ``calc_sectors``."""
+    near, far, offset = raid10_geometry(layout)
+    if offset:
+        return chunk
+    size = dev_sectors // chunk
+    size //= far
+    size = size * raid_disks
+    size //= near
+    size *= near * far  # conf->copies
+    size = -(-size // raid_disks)
+    return (size // far) * chunk
+
+
+def raid10_copies(sector: int, chunk: int, raid_disks: int, layout: str,
+                  dev_sectors: int = HUGE) -> list[tuple[int, int]]:
+    """Every copy of an array sector as ``(member index, member sector without data_offset)``,
+    in md's slot order: ``__raid10_find_phys`` (far sets of the whole array)."""
+    near, far, offset = raid10_geometry(layout)
+    stride = raid10_stride(layout, chunk, raid_disks, dev_sectors)
+    chunk_no = sector // chunk
+    msec = sector % chunk
+    chunk_no *= near
+    stripe, dev = divmod(chunk_no, raid_disks)
+    if offset:
+        stripe *= far
+    msec += stripe * chunk
+    out: list[tuple[int, int]] = []
+    for _n in range(near):
+        d, s = dev, msec
+        out.append((d, s))
+        for _f in range(1, far):
+            d = (d + near) % raid_disks
+            s += stride
+            out.append((d, s))
+        dev += 1
+        if dev >= raid_disks:
+            dev = 0
+            msec += chunk
+    return out
+
+
 # --- construction ------------------------------------------------------------------------------
 _SD_NAMES = "abcdefghijklmnopqrstuvwxyz"
 
@@ -311,11 +511,13 @@ def _disk_node(i: int, limits: Mapping[str, Any], device: Any) -> Node:
 def stack_from_spec(spec: str) -> Stack:
     """A stack from ``kind:key=value,...``.
 
-    Kinds: ``disk``, ``raid0``, ``raid5``, ``linear``, ``cache`` (alias ``bcache``). Keys:
+    Kinds: ``disk``, ``raid0``, ``raid1``, ``raid10``, ``raid5``, ``raid6``, ``linear``,
+    ``cache`` (alias ``bcache``), and the approximated ones of :data:`APPROXIMATIONS`. Keys:
     ``disks`` (members), ``chunk`` (``64k``), ``layout``, ``data_offset`` (sectors),
     ``device`` (service model: hdd, sata_ssd, nvme, ufs), ``size`` (data size of
     each member, e.g. ``64m``: where md-linear moves to the next member), ``scheduler``, ``queue_depth``,
-    ``nr_requests``, any sysfs limit of the members (``max_sectors_kb`` ...) and ``md_<limit>``
+    ``nr_requests``, ``failed`` (member indices of a degraded array, ``failed=1`` or
+    ``failed=1+3``), any sysfs limit of the members (``max_sectors_kb`` ...) and ``md_<limit>``
     for the array's own limits (``md_max_sectors_kb=1024``). Members are sda, sdb, ...
     (8,0 8,16 ...), the array is md0 (9,0), a cache device bcache0 (252,0).
 
@@ -324,11 +526,8 @@ def stack_from_spec(spec: str) -> Stack:
     """
     text = spec.strip()
     kind, _, rest = text.partition(":")
-    kind = kind.strip().lower()
-    if kind == "bcache":
-        kind = "cache"
-    if kind not in KINDS:
-        raise ModelConfigError(f"unknown stack kind {kind!r} in {spec!r}; known: {', '.join(KINDS)}")
+    kind, note = resolve_kind(kind)
+    notes = (note,) if note else ()
     params: dict[str, str] = {}
     for part in rest.split(","):
         part = part.strip()
@@ -347,6 +546,7 @@ def stack_from_spec(spec: str) -> Stack:
     data_offset = _int(params.pop("data_offset", "0"), "data_offset")
     device = params.pop("device", None)
     msize = parse_size(params.pop("size", "0")) >> 9
+    failed = tuple(_int(x, "failed") for x in params.pop("failed", "").replace("+", " ").split())
     member_limits: dict[str, Any] = {}
     md_limits: dict[str, Any] = {}
     for k, v in params.items():
@@ -360,18 +560,18 @@ def stack_from_spec(spec: str) -> Stack:
     if kind == "disk":
         if n != 1:
             raise ModelConfigError("a disk stack has exactly one disk")
-        return Stack(_disk_node(0, member_limits, device))
+        return Stack(_disk_node(0, member_limits, device), notes)
     if kind == "cache":
         cache = Node(dev=make_dev(8, 0), name="sda", kind="disk", limits=dict(member_limits),
                      device=device or "nvme")
         backing = Node(dev=make_dev(8, 16), name="sdb", kind="disk", device="hdd")
         return Stack(Node(dev=make_dev(252, 0), name="bcache0", kind="cache",
-                          members=(cache, backing), limits=md_limits))
+                          members=(cache, backing), limits=md_limits), notes)
     members = tuple(_disk_node(i, member_limits, device) for i in range(n))
     sizes = (msize,) * n if msize > 0 else ()
     return Stack(Node(dev=make_dev(9, 0), name="md0", kind=kind, members=members,
-                      chunk_sectors=chunk, data_offset=data_offset, layout=layout,
-                      sizes=sizes, limits=md_limits))
+                      chunk_sectors=chunk if kind != "raid1" else 0, data_offset=data_offset,
+                      layout=layout, sizes=sizes, failed=failed, limits=md_limits), notes)
 
 
 def _int(text: Any, what: str) -> int:
@@ -415,9 +615,8 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
     service = st.get("device_models") or {}
     if not st:
         raise ModelConfigError("manifest has no [stack] table")
-    kind = str(st.get("kind", "disk")).lower()
-    if kind == "bcache":
-        kind = "cache"
+    kind, note = resolve_kind(str(st.get("kind", "disk")))
+    notes = (note,) if note else ()
     top_text = st.get("top")
     if not top_text:
         raise ModelConfigError("manifest [stack] needs top = \"maj,min\"")
@@ -439,7 +638,7 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
                     device=model(dev))
 
     if kind == "disk":
-        return Stack(disk(top, "disk"))
+        return Stack(disk(top, "disk"), notes)
     members_text = st.get("members") or []
     if not isinstance(members_text, Sequence) or isinstance(members_text, str):
         raise ModelConfigError("manifest [stack] members must be a list of \"maj,min\"")
@@ -452,14 +651,26 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
     chunk = _int(chunk_kb, "chunk_kb") * 2 if not isinstance(chunk_kb, str) or \
         chunk_kb.strip().isdigit() else parse_size(chunk_kb) >> 9
     sizes = tuple(_int(x, "sizes_sectors") for x in (st.get("sizes_sectors") or ()))
+    component = st.get("component_size_sectors", st.get("dev_sectors"))
+    if not sizes and component:
+        sizes = (_int(component, "component_size_sectors"),) * len(members)
     layout = str(st.get("layout", ""))
     if kind == "raid0" and layout not in ("", "orig", "alt"):
         layout = "alt" if "alt" in layout else "orig"
+    failed: list[int] = []
+    for f in st.get("failed") or st.get("failed_members") or ():
+        if isinstance(f, int):
+            failed.append(f)
+            continue
+        try:
+            failed.append(member_devs.index(parse_dev(str(f))))
+        except ValueError:
+            raise ModelConfigError(f"failed member {f!r} is not in the member list") from None
     node = Node(dev=top, name=names.get(top, "md0" if kind != "cache" else "bcache0"),
-                kind=kind, members=members, chunk_sectors=chunk,
+                kind=kind, members=members, chunk_sectors=chunk if kind != "raid1" else 0,
                 data_offset=_int(st.get("data_offset_sectors", 0), "data_offset_sectors"),
-                layout=layout, sizes=sizes, limits=lim(top))
-    return Stack(node)
+                layout=layout, sizes=sizes, failed=tuple(failed), limits=lim(top))
+    return Stack(node, notes)
 
 
 def with_limits(stack: Stack, overrides: Mapping[int, Mapping[str, Any]]) -> Stack:
@@ -469,8 +680,9 @@ def with_limits(stack: Stack, overrides: Mapping[int, Mapping[str, Any]]) -> Sta
         lim = dict(n.limits)
         lim.update(overrides.get(n.dev, {}))
         return dataclasses.replace(n, members=mem, limits=lim)
-    return Stack(rebuild(stack.top))
+    return Stack(rebuild(stack.top), stack.notes)
 
 
-__all__ = ["Node", "Stack", "node_limits", "all_limits", "raid5_map", "raid0_map", "linear_map",
-           "stack_from_spec", "stack_from_manifest", "with_limits", "UNLIMITED"]
+__all__ = ["APPROXIMATIONS", "Node", "Stack", "node_limits", "all_limits", "raid5_map",
+           "raid6_map", "raid0_map", "raid10_copies", "raid10_geometry", "linear_map",
+           "resolve_kind", "stack_from_spec", "stack_from_manifest", "with_limits", "UNLIMITED"]

@@ -38,6 +38,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from workers.errors import ModelConfigError
 from workers.events import (
     ACT_BACKMERGE,
     ACT_COMPLETE,
@@ -77,7 +78,18 @@ from workers.model.split import (
     is_discard_op,
     segment_unit,
 )
-from workers.model.stack import Node, Stack, all_limits, linear_map, raid0_map, raid5_map
+from workers.model.stack import (
+    RAID456,
+    Node,
+    Stack,
+    all_limits,
+    linear_map,
+    raid0_map,
+    raid5_map,
+    raid6_map,
+    raid10_copies,
+    raid10_geometry,
+)
 
 #: Host time charged per traced step inside one submission (keeps events ordered in time).
 STEP_NS = 200
@@ -93,14 +105,18 @@ STRIPE_SECTORS = 8
 class R5Stripe:
     """A raid5 ``stripe_head``: one 4 KiB row of every member, and who waits for it."""
 
-    __slots__ = ("node", "msec", "pd", "written", "pieces", "units", "remaining", "phase",
-                 "pid", "array_sector", "up")
+    __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
+                 "remaining", "phase", "pid", "array_sector", "up")
 
-    def __init__(self, node: Node, msec: int, pd: int, pid: int) -> None:
+    def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
         self.msec = msec
         self.pd = pd
+        #: raid6's Q disk (-1 for raid5)
+        self.qd = qd
         self.written: dict[int, int] = {}  # member index -> bitmask of the 8 sectors
+        #: reads of a degraded array (no chunk_aligned_read): member index -> wanted
+        self.wanted: set[int] = set()
         self.array_sector: dict[int, int] = {}  # member index -> array sector of the row
         self.pieces: list[MdPiece] = []
         self.units: list[Unit] = []
@@ -108,6 +124,29 @@ class R5Stripe:
         self.phase = 0  # 0 pending, 1 reading, 2 writing
         self.pid = pid
         self.up: MdPiece | None = None
+
+
+class MirrorRead(MdPiece):
+    """A raid1/raid10 read clone's piece: when it ends, ``update_head_pos`` moves the chosen
+    member's head and its ``nr_pending`` drops (read_balance reads both)."""
+
+    __slots__ = ("member",)
+
+    def __init__(self, dev: int, sector: int, nr: int, rwbs: int, up: MdPiece | None,
+                 pid: int, member: int) -> None:
+        super().__init__(dev, sector, nr, rwbs, up, pid)
+        self.member = member
+
+
+class MirrorState:
+    """Per-member read_balance state of one raid1/raid10 array (``struct raid1_info``)."""
+
+    __slots__ = ("head", "next_seq", "pending")
+
+    def __init__(self, n: int) -> None:
+        self.head = [0] * n  # head_position: member sector after the last completed read
+        self.next_seq = [0] * n  # next_seq_sect: where a sequential read would continue
+        self.pending = [0] * n  # nr_pending: read clones in flight
 
 
 class Unit:
@@ -169,6 +208,9 @@ class Engine:
         #: completed (their writes are issued at the next safe point, from raid5d)
         self.r5_pending: dict[tuple[int, int], R5Stripe] = {}
         self.r5_ready: list[R5Stripe] = []
+        self.mirrors: dict[int, MirrorState] = {
+            dev: MirrorState(len(node.members)) for dev, node in self.nodes.items()
+            if node.kind in ("raid1", "raid10")}
         for dev, node in self.nodes.items():
             if node.kind == "disk":
                 lim = self.limits[dev]
@@ -233,6 +275,9 @@ class Engine:
             up.remaining -= 1
             if up.remaining > 0:
                 break
+            if isinstance(up, MirrorRead):
+                st = self.mirrors[up.dev]
+                st.pending[up.member] -= 1
             self.ev(up.dev, up.pid, ACT_COMPLETE, up.rwbs, up.sector, up.nr, t=t)
             up = up.up
 
@@ -360,31 +405,167 @@ class Engine:
         bio = self._split_to_limits(bio, lim)
         if self.policy.split_nomerge == "cleared_by_md":
             bio.flags &= ~F_NOMERGE
-        if node.kind == "raid5":
+        if node.kind in RAID456:
             self.raid5_request(node, bio)
         elif node.kind == "raid0":
             self.raid0_request(node, bio)
+        elif node.kind == "raid1":
+            self.raid1_request(node, bio)
+        elif node.kind == "raid10":
+            self.raid10_request(node, bio)
         else:
             self.linear_request(node, bio)
 
     def raid5_request(self, node: Node, bio: Bio) -> None:
-        """``raid5_make_request``: aligned reads per chunk; writes per chunk + parity."""
+        """``raid5_make_request`` (raid4/5/6): aligned reads per chunk (``chunk_aligned_read``,
+        only while the array is not degraded); writes, and reads of a degraded array, per chunk
+        through the stripe cache."""
         c = node.chunk_sectors
         left = c - bio.sector % c
         if left < bio.nr:
             bio = self._personality_split(bio, left)
         n = len(node.members)
-        disk, msec, pd = raid5_map(bio.sector, c, n, node.layout)
+        if node.kind == "raid6":
+            disk, msec, pd, qd = raid6_map(bio.sector, c, n, node.layout)
+        else:
+            (disk, msec, pd), qd = raid5_map(bio.sector, c, n, node.layout), -1
         piece = self._piece(node, bio)
         if bio.op == OP_WRITE:
-            self._raid5_add_write(node, bio, disk, msec, pd, piece)
+            self._raid5_add_write(node, bio, disk, msec, pd, piece, qd)
+        elif node.failed:
+            self._raid5_add_read(node, bio, disk, msec, pd, piece, qd)
         else:
             self._remap(node, bio, node.members[disk], msec + node.data_offset, bio.nr, piece)
         self._release(bio, self.now)
 
+    def _raid5_add_read(self, node: Node, bio: Bio, disk: int, msec: int, pd: int,
+                        piece: MdPiece, qd: int) -> None:
+        """A read of a degraded array: ``add_stripe_bio`` per 4 KiB row; ``fetch_block`` then
+        reads the wanted block where its disk works, and every other working block of the row
+        where it does not (to compute it from the rest and the parity)."""
+        unit = bio.unit if isinstance(bio.unit, Unit) else None
+        end = msec + bio.nr
+        s = msec - msec % STRIPE_SECTORS
+        while s < end:
+            key = (node.dev, s)
+            sh = self.r5_pending.get(key)
+            if sh is None:
+                sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid, qd)
+            if disk in node.failed:
+                sh.wanted.update(i for i in range(len(node.members)) if i not in node.failed)
+            else:
+                sh.wanted.add(disk)
+            sh.array_sector.setdefault(disk, bio.sector + (s - msec))
+            if not sh.pieces or sh.pieces[-1] is not piece:
+                sh.pieces.append(piece)
+                piece.remaining += 1
+                if unit is not None:
+                    sh.units.append(unit)
+                    unit.outstanding += 1
+            s += STRIPE_SECTORS
+
+    # --- raid1 / raid10 ---------------------------------------------------------------------------
+    def _read_balance(self, node: Node, copies: list[tuple[int, int]], nr: int) -> int:
+        """Which copy a read goes to (an index into ``copies`` = (member, member sector)).
+
+        raid1 (``read_balance``): a member whose ``next_seq_sect`` or head is the read's start
+        keeps a sequential stream; else, with ``md_read_balance=first_idle`` (6.9+,
+        ``choose_best_rdev``) the first idle member, with ``scan`` (older) the sequential one
+        anywhere first, then the least busy (non-rotational members, or an idle one), else the
+        nearest head. raid10 (``read_balance``): near copies on an idle member count as distance
+        0, far layouts always take the lowest address, otherwise the nearest head; an all
+        non-rotational array takes the least busy copy. Failed members are skipped.
+        """
+        st = self.mirrors[node.dev]
+        nonrot = all(not self.limits[m.dev].rotational for m in node.members)
+        live = [(k, m, a) for k, (m, a) in enumerate(copies) if m not in node.failed]
+        if not live:
+            raise ModelConfigError(f"{node.name}: every copy of the read is on a failed member")
+        if node.kind == "raid10":
+            near, far, _o = raid10_geometry(node.layout)
+            best, best_dist, pend, min_pend = live[0][0], None, live[0][0], None
+            for k, m, a in live:
+                p = st.pending[m]
+                if min_pend is None or p < min_pend:
+                    min_pend, pend = p, k
+                if near > 1 and p == 0:
+                    dist = 0
+                elif far > 1:
+                    dist = a
+                else:
+                    dist = abs(a - st.head[m])
+                if best_dist is None or dist < best_dist:
+                    best_dist, best = dist, k
+            return pend if nonrot else best
+        first_idle = self.policy.md_read_balance == "first_idle"
+        best_pend, min_pend, best_dist_k, best_dist = -1, None, live[0][0], None
+        for k, m, a in live:
+            if st.next_seq[m] == a or st.head[m] == a:
+                return k
+            p = st.pending[m]
+            if first_idle and p == 0:
+                return k
+            if min_pend is None or p < min_pend:
+                min_pend, best_pend = p, k
+            dist = abs(a - st.head[m])
+            if best_dist is None or dist < best_dist:
+                best_dist, best_dist_k = dist, k
+        if best_pend >= 0 and (nonrot or min_pend == 0):
+            return best_pend
+        return best_dist_k
+
+    def _mirror_read(self, node: Node, bio: Bio, copies: list[tuple[int, int]]) -> None:
+        k = self._read_balance(node, copies, bio.nr)
+        member, msec = copies[k]
+        st = self.mirrors[node.dev]
+        st.pending[member] += 1
+        st.next_seq[member] = msec + bio.nr
+        # update_head_pos runs at completion; one read in flight per member makes the two
+        # the same, and the next read's choice sees it
+        st.head[member] = msec + bio.nr
+        piece = MirrorRead(node.dev, bio.sector, bio.nr, bio.rwbs, bio.up, bio.pid, member)
+        if bio.up is not None:
+            bio.up.remaining += 1
+        self._remap(node, bio, node.members[member], msec + node.data_offset, bio.nr, piece)
+        self._release(bio, self.now)
+
+    def _mirror_write(self, node: Node, bio: Bio, copies: list[tuple[int, int]]) -> None:
+        """A write (or discard) goes to every working copy, in md's slot order."""
+        piece = self._piece(node, bio)
+        for member, msec in copies:
+            if member in node.failed:
+                continue
+            self._remap(node, bio, node.members[member], msec + node.data_offset, bio.nr, piece)
+        self._release(bio, self.now)
+
+    def raid1_request(self, node: Node, bio: Bio) -> None:
+        """``raid1_make_request``: a read goes to one member chosen by ``read_balance``, a write
+        to every member (each clone A then Q on its member)."""
+        copies = [(i, bio.sector) for i in range(len(node.members))]
+        if bio.op == OP_READ:
+            self._mirror_read(node, bio, copies)
+        else:
+            self._mirror_write(node, bio, copies)
+
+    def raid10_request(self, node: Node, bio: Bio) -> None:
+        """``raid10_make_request``: split at the chunk boundary (the remainder resubmitted), then
+        a read to one copy (``read_balance``) or a write to every copy (``raid10_find_phys``)."""
+        c = node.chunk_sectors
+        n = len(node.members)
+        near, _far, _o = raid10_geometry(node.layout)
+        left = c - bio.sector % c
+        if left < bio.nr and near < n:  # near copies on every disk: no chunk to cross
+            bio = self._personality_split(bio, left)
+        dev_sectors = min(node.member_size(i) for i in range(n))
+        copies = raid10_copies(bio.sector, c, n, node.layout, dev_sectors)
+        if bio.op == OP_READ:
+            self._mirror_read(node, bio, copies)
+        else:
+            self._mirror_write(node, bio, copies)
+
     # --- raid5 stripe cache (writes) -------------------------------------------------------------
     def _raid5_add_write(self, node: Node, bio: Bio, disk: int, msec: int, pd: int,
-                         piece: MdPiece) -> None:
+                         piece: MdPiece, qd: int = -1) -> None:
         """``add_stripe_bio`` for every 4 KiB row of a write piece inside one chunk."""
         unit = bio.unit if isinstance(bio.unit, Unit) else None
         end = msec + bio.nr
@@ -393,7 +574,7 @@ class Engine:
             key = (node.dev, s)
             sh = self.r5_pending.get(key)
             if sh is None:
-                sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid)
+                sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid, qd)
             lo, hi = max(s, msec), min(s + STRIPE_SECTORS, end)
             mask = ((1 << (hi - lo)) - 1) << (lo - s)
             sh.written[disk] = sh.written.get(disk, 0) | mask
@@ -424,18 +605,31 @@ class Engine:
         self.plug = saved
 
     def _handle_stripe(self, sh: R5Stripe) -> None:
-        """``handle_stripe_dirtying``: full stripe, read-modify-write or reconstruct-write."""
+        """``handle_stripe_dirtying``: full stripe, read-modify-write or reconstruct-write
+        (raid6: P and Q are both parity); reads of a degraded array (``fetch_block``).
+        Failed members are neither read nor written; a degraded array always reconstructs."""
         n = len(sh.node.members)
+        failed = set(sh.node.failed)
+        if not sh.written:  # a degraded read
+            fetch = sorted(sh.wanted - failed)
+            sh.phase = 3
+            for i in fetch:
+                self._stripe_bio(sh, i, OP_READ, RWBS_READ)
+            if not fetch:
+                self._stripe_io_done(sh, self.now)
+            return
         full = (1 << STRIPE_SECTORS) - 1
-        data = [i for i in range(n) if i != sh.pd]
-        rcw = [i for i in data if sh.written.get(i, 0) != full]
-        rmw = sorted(sh.written) + [sh.pd]
+        parity = [sh.pd] + ([sh.qd] if sh.qd >= 0 else [])
+        data = [i for i in range(n) if i not in parity]
+        rcw = [i for i in data if sh.written.get(i, 0) != full and i not in failed]
+        rmw = sorted(sh.written) + parity
         if not rcw:
             reads: list[int] = []
-        elif len(rmw) < len(rcw):
+        elif len(rmw) < len(rcw) and not failed:
             reads = sorted(rmw)
         else:
             reads = rcw
+        reads = [i for i in reads if i not in failed]
         if not reads:
             self._stripe_writes(sh)
             return
@@ -447,8 +641,12 @@ class Engine:
         """``ops_run_io`` after the parity is computed: written blocks, then the parity."""
         sh.phase = 2
         rwbs = RWBS_WRITE | RWBS_SYNC
-        for i in sorted(sh.written) + [sh.pd]:
-            self._stripe_bio(sh, i, OP_WRITE, rwbs)
+        parity = [sh.pd] + ([sh.qd] if sh.qd >= 0 else [])
+        for i in sorted(sh.written) + parity:
+            if i not in sh.node.failed:
+                self._stripe_bio(sh, i, OP_WRITE, rwbs)
+        if sh.remaining == 0:
+            self._stripe_io_done(sh, self.now)
 
     def _stripe_bio(self, sh: R5Stripe, i: int, op: int, rwbs: int) -> None:
         node = sh.node
@@ -463,7 +661,7 @@ class Engine:
         self.submit_noacct(child, split=False)
 
     def _stripe_io_done(self, sh: R5Stripe, t: int) -> None:
-        """All member I/O of a stripe phase completed."""
+        """All member I/O of a stripe phase completed (phase 3: a degraded read's blocks)."""
         if sh.phase == 1:
             self.r5_ready.append(sh)
             return
