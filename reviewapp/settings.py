@@ -14,7 +14,8 @@ Three situations share this one module:
 Environment variables: DATABASE_URL, CELERY_BROKER_URL or REDIS_URL, SECRET_KEY, DEBUG,
 ALLOWED_HOSTS (comma separated), CSRF_TRUSTED_ORIGINS (comma separated), MEDIA_ROOT,
 STATIC_ROOT, STORAGE_URL (or AWS_STORAGE_BUCKET_NAME and the other AWS_* variables: uploads and
-tables in an S3-compatible bucket, see reviewapp/storage_config.py), BLKREVIEW_MAX_UPLOAD_MB, BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_TASK_TIME_LIMIT,
+tables in an S3-compatible bucket, see reviewapp/storage_config.py), BLKREVIEW_MAX_UPLOAD_MB, BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_REPLAY_QUEUE,
+BLKREVIEW_NOTIFY_QUEUE, BLKREVIEW_TASK_TIME_LIMIT,
 BLKREVIEW_CHECK_* (check verdict thresholds, see BLKREVIEW_CHECK_THRESHOLDS).
 """
 
@@ -44,6 +45,8 @@ if TESTING:
     os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
     os.environ.setdefault("SECRET_KEY", "blkreview-tests-only-" + "x" * 40)
     os.environ.setdefault("BLKREVIEW_ANALYSIS_QUEUE", f"analysis-test-{os.getpid()}")
+    os.environ.setdefault("BLKREVIEW_REPLAY_QUEUE", f"replay-test-{os.getpid()}")
+    os.environ.setdefault("BLKREVIEW_NOTIFY_QUEUE", f"notify-test-{os.getpid()}")
     os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="blkreview-test-media-"))
     # with STORAGE_URL=s3...: this run's key prefix in the bucket (the worker inherits it)
     os.environ.setdefault("AWS_LOCATION", f"test-{os.getpid()}")
@@ -216,8 +219,19 @@ if not STATIC_ROOT.exists():
 FILE_UPLOAD_HANDLERS = ["django.core.files.uploadhandler.TemporaryFileUploadHandler"]
 #: Largest bundle (all files of one side together), in bytes.
 BLKREVIEW_MAX_UPLOAD_BYTES = int(float(os.environ.get("BLKREVIEW_MAX_UPLOAD_MB", "2048")) * 1024 * 1024)
-#: Queue the analysis tasks are routed to; workers run ``-Q analysis,celery``.
+# Queues (docs/deploy.md, "Queues and worker pools"): each kind of work has its own, so a
+# deployment can give each its own pool of workers (``celery worker -Q replay`` on the big
+# machines); one worker consuming all of them (``manage.py serve``, compose's ``worker``) is fine.
+#: ingest + analysis of one bundle (reviewapp.tasks.analyze_bundle): I/O and parsing
 BLKREVIEW_ANALYSIS_QUEUE = os.environ.get("BLKREVIEW_ANALYSIS_QUEUE", "analysis")
+#: the comparison step (reviewapp.tasks.compare_comparison): compare + the model panel's
+#: replay of the baseline's bios under two policies, the CPU-heavy part
+BLKREVIEW_REPLAY_QUEUE = os.environ.get("BLKREVIEW_REPLAY_QUEUE", "replay")
+#: notification mail and webhook deliveries: small, latency-sensitive, network-bound
+BLKREVIEW_NOTIFY_QUEUE = os.environ.get("BLKREVIEW_NOTIFY_QUEUE", "notify")
+#: every queue a worker that does everything consumes (``manage.py serve``, the tests' worker)
+BLKREVIEW_QUEUES = list(dict.fromkeys([BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_REPLAY_QUEUE,
+                                       BLKREVIEW_NOTIFY_QUEUE, "celery"]))
 
 # --- check verdict (issue 5) ----------------------------------------------------------------
 # Defaults of the pass/warn/fail check a CI bot reads from /api/v1/comparisons/<id>/check/,
@@ -285,7 +299,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = int(os.environ.get("BLKREVIEW_TASK_TIME_LIMIT", "3600"))
 CELERY_TASK_SOFT_TIME_LIMIT = max(CELERY_TASK_TIME_LIMIT - 60, 30)
 CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_TASK_ROUTES = {"reviewapp.tasks.*": {"queue": BLKREVIEW_ANALYSIS_QUEUE}}
+# The services name the queue when they send (settings read at send time); these routes give
+# the same answer to anything sent without one (celery call, admin tools).
+CELERY_TASK_ROUTES = {
+    "reviewapp.tasks.compare_comparison": {"queue": BLKREVIEW_REPLAY_QUEUE},
+    "reviewapp.tasks.analyze_bundle": {"queue": BLKREVIEW_ANALYSIS_QUEUE},
+    "reviewapp.tasks.notify*": {"queue": BLKREVIEW_NOTIFY_QUEUE},
+    "reviewapp.tasks.webhook*": {"queue": BLKREVIEW_NOTIFY_QUEUE},
+    "reviewapp.tasks.*": {"queue": BLKREVIEW_ANALYSIS_QUEUE},
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
@@ -327,8 +349,7 @@ SPECTACULAR_SETTINGS = {
 # --- collaboration (issue 8) --------------------------------------------------------------
 #: Where a Message-ID links to: a URL template with ``{msgid}`` (lore-style by default).
 BLKREVIEW_MSGID_URL = os.environ.get("BLKREVIEW_MSGID_URL", "https://lore.kernel.org/r/{msgid}")
-#: Queue of the notification mail and webhook delivery tasks (default: the default queue).
-BLKREVIEW_NOTIFY_QUEUE = os.environ.get("BLKREVIEW_NOTIFY_QUEUE", "celery")
+# (the notification mail and webhook tasks go to BLKREVIEW_NOTIFY_QUEUE, with the other queues)
 #: Webhook deliveries: attempts before giving up, first retry delay (doubles each time), timeout.
 BLKREVIEW_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("BLKREVIEW_WEBHOOK_MAX_ATTEMPTS", "5"))
 BLKREVIEW_WEBHOOK_BACKOFF_SECONDS = float(os.environ.get("BLKREVIEW_WEBHOOK_BACKOFF_SECONDS", "10"))

@@ -4,9 +4,9 @@ The test run talks to real PostgreSQL and Redis. reviewapp/settings.py selects t
 is loaded under pytest (``PYTEST_VERSION`` is set): ``DATABASE_URL`` defaults to
 ``postgres://postgres@127.0.0.1:5432/blkreview`` (pytest-django creates
 ``test_blkreview_<pid>`` from it), ``CELERY_BROKER_URL`` to ``redis://127.0.0.1:6379/0`` and the
-analysis queue to ``analysis-test-<pid>``, so concurrent test runs never take each other's
-tasks. The ``celery_worker`` fixture starts
-``celery -A workers.celery worker -Q <that queue> --pool=solo --concurrency=1``
+queues to ``analysis-test-<pid>``, ``replay-test-<pid>`` and ``notify-test-<pid>``, so concurrent
+test runs never take each other's tasks. The ``celery_worker`` fixture starts
+``celery -A workers.celery worker -Q <those queues> --pool=solo --concurrency=1``
 pointed at the test database and the same MEDIA_ROOT.
 """
 
@@ -213,15 +213,8 @@ def _purge_queue(broker: str, queue: str) -> None:
         pass
 
 
-@pytest.fixture(scope="session")
-def celery_worker(django_db_setup: Any, django_db_blocker: Any, test_storage: dict[str, str],
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Start ``celery -A workers.celery worker`` against the test database and Redis.
-
-    Yields a dict with the worker's ``log`` path and ``queue``. The worker is terminated (and
-    its queue deleted from Redis) at the end of the session, before the test database is
-    dropped.
-    """
+def worker_env(django_db_blocker: Any, **extra: str) -> dict[str, str]:
+    """The environment of a worker process on this run's test database, broker and queues."""
     from django.conf import settings
     from django.db import connection
 
@@ -233,46 +226,79 @@ def celery_worker(django_db_setup: Any, django_db_blocker: Any, test_storage: di
     port = db.get("PORT") or 5432
     pw = db.get("PASSWORD") or ""
     auth = f"{user}:{pw}@" if pw else f"{user}@"
-    queue = settings.BLKREVIEW_ANALYSIS_QUEUE
-    broker = settings.CELERY_BROKER_URL
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_VERSION"}
     env.update({
         "DJANGO_SETTINGS_MODULE": "reviewapp.settings",
         "DATABASE_URL": f"postgres://{auth}{host}:{port}/{test_db_name}",
-        "CELERY_BROKER_URL": broker,
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "MEDIA_ROOT": str(settings.MEDIA_ROOT),
-        "BLKREVIEW_ANALYSIS_QUEUE": queue,
+        "BLKREVIEW_ANALYSIS_QUEUE": settings.BLKREVIEW_ANALYSIS_QUEUE,
+        "BLKREVIEW_REPLAY_QUEUE": settings.BLKREVIEW_REPLAY_QUEUE,
+        "BLKREVIEW_NOTIFY_QUEUE": settings.BLKREVIEW_NOTIFY_QUEUE,
         "SECRET_KEY": settings.SECRET_KEY,
         "PYTHONUNBUFFERED": "1",
-        **test_storage,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
     })
-    log = tmp_path_factory.mktemp("worker") / "worker.log"
-    cmd = [sys.executable, "-m", "celery", "-A", "workers.celery", "worker", "-Q", queue,
-           "--pool=solo", "--concurrency=1", "--loglevel=INFO", "--without-gossip",
-           "--without-mingle", "--without-heartbeat", "-n", f"test-{os.getpid()}@%h"]
+    env.update(extra)
+    return env
+
+
+def start_worker(*, env: dict[str, str], queues: list[str], name: str, log: Path,
+                 cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+    """``celery -A workers.celery worker -Q <queues> --pool=solo`` started and ready."""
+    cmd = [sys.executable, "-m", "celery", "-A", "workers.celery", "worker",
+           "-Q", ",".join(queues), "--pool=solo", "--concurrency=1", "--loglevel=INFO",
+           "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}@%h"]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 90
         while True:
             text = log.read_text(errors="replace")
             if " ready." in text:
-                break
+                return proc
             if proc.poll() is not None:
                 raise RuntimeError(f"celery worker exited ({proc.returncode}):\n{text[-3000:]}")
             if time.time() > deadline:
                 raise RuntimeError(f"celery worker did not become ready:\n{text[-3000:]}")
             time.sleep(0.3)
-        yield {"log": log, "queue": queue, "process": proc}
+    except BaseException:
+        stop_worker(proc)
+        raise
+
+
+def stop_worker(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup: Any, django_db_blocker: Any, test_storage: dict[str, str],
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Start ``celery -A workers.celery worker`` against the test database and Redis.
+
+    Yields a dict with the worker's ``log`` path and ``queue``. The worker is terminated (and
+    its queues deleted from Redis) at the end of the session, before the test database is
+    dropped.
+    """
+    from django.conf import settings
+
+    # this run's own queues only (never the shared "celery" queue another run may use)
+    own = [q for q in settings.BLKREVIEW_QUEUES if q != "celery"]
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    proc = start_worker(env=worker_env(django_db_blocker, **test_storage), queues=own,
+                        name=f"test-{os.getpid()}", log=log)
+    try:
+        yield {"log": log, "queue": settings.BLKREVIEW_ANALYSIS_QUEUE, "process": proc}
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        _purge_queue(broker, queue)
+        stop_worker(proc)
+        for q in own:
+            _purge_queue(settings.CELERY_BROKER_URL, q)
 
 
 def wait_for(predicate: Any, *, timeout: float = 90.0, interval: float = 0.3,

@@ -1,7 +1,8 @@
-"""The Celery app: ``celery -A workers.celery worker -Q analysis,celery --concurrency=1``.
+"""The Celery app: ``celery -A workers.celery worker -Q analysis,replay,notify,celery``.
 
 Configuration comes from Django settings under the ``CELERY_`` namespace (reviewapp/settings.py):
-JSON only, acks_late, prefetch 1, soft/hard time limits, tasks routed to the "analysis" queue.
+JSON only, acks_late, prefetch 1, soft/hard time limits, tasks routed to the analysis, replay
+and notify queues (BLKREVIEW_*_QUEUE).
 The broker is CELERY_BROKER_URL / REDIS_URL, or kombu's filesystem transport in the embedded
 default. The engine never imports this module, and this module imports nothing from the web
 side: the tasks (reviewapp/tasks.py) are autodiscovered by name (import-linter contracts in

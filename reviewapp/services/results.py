@@ -81,7 +81,7 @@ def _send(result_id: int, task_id: str) -> None:
 
     try:
         app.send_task(c.TASK_COMPARE, args=[result_id], task_id=task_id,
-                      queue=settings.BLKREVIEW_ANALYSIS_QUEUE)
+                      queue=settings.BLKREVIEW_REPLAY_QUEUE)
     except Exception as exc:
         log.exception("could not queue comparison result %s", result_id)
         result_mark_failed(result_id=result_id, error=f"could not queue the comparison: {exc}")

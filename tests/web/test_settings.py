@@ -24,7 +24,8 @@ PROBE = (
 
 CLEAN = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS",
          "MEDIA_ROOT", "BLKREVIEW_MAX_UPLOAD_MB", "PYTEST_VERSION", "BLKREVIEW_TESTING",
-         "BLKREVIEW_ANALYSIS_QUEUE", "BLKREVIEW_VAR_DIR", "DJANGO_SETTINGS_MODULE")
+         "BLKREVIEW_ANALYSIS_QUEUE", "BLKREVIEW_REPLAY_QUEUE", "BLKREVIEW_NOTIFY_QUEUE",
+         "BLKREVIEW_VAR_DIR", "DJANGO_SETTINGS_MODULE", "STORAGE_URL", "AWS_LOCATION")
 
 
 def probe(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -75,9 +76,18 @@ def test_configuration_from_environment(tmp_path):
 
 
 def test_celery_settings_for_long_jobs(tmp_path):
-    """JSON only, acks_late, prefetch 1, soft < hard limit, tasks on the analysis queue."""
+    """JSON only, acks_late, prefetch 1, soft < hard limit; analysis, the comparison step
+    (model replay) and notifications each on their own queue, each queue renamable."""
     s = json.loads(probe(tmp_path).stdout)
     assert s["serializer"] == "json" and s["accept"] == ["json"]
     assert s["acks_late"] is True and s["prefetch"] == 1
     assert 0 < s["soft"] < s["hard"]
-    assert s["routes"] == {"reviewapp.tasks.*": {"queue": "analysis"}}
+    routes = s["routes"]
+    assert routes["reviewapp.tasks.analyze_bundle"] == {"queue": "analysis"}
+    assert routes["reviewapp.tasks.compare_comparison"] == {"queue": "replay"}
+    assert routes["reviewapp.tasks.webhook*"] == routes["reviewapp.tasks.notify*"] == {
+        "queue": "notify"}
+    moved = json.loads(probe(tmp_path, BLKREVIEW_REPLAY_QUEUE="big-cpus",
+                             BLKREVIEW_NOTIFY_QUEUE="mail").stdout)["routes"]
+    assert moved["reviewapp.tasks.compare_comparison"] == {"queue": "big-cpus"}
+    assert moved["reviewapp.tasks.notify*"] == {"queue": "mail"}

@@ -2,7 +2,8 @@
 
 This is the run command of the embedded default (``make demo``): SQLite and kombu's
 filesystem broker under var/, gunicorn for the web (static files through whitenoise) and a
-real ``celery -A workers.celery worker -Q analysis,celery --pool=solo --concurrency=1``
+real ``celery -A workers.celery worker -Q analysis,replay,notify,celery --pool=solo
+--concurrency=1``
 process. The same code paths as production; only the backends differ. Ctrl-C stops both.
 """
 
@@ -22,7 +23,7 @@ from django.core.management.base import BaseCommand
 
 def worker_command(*, loglevel: str = "INFO") -> list[str]:
     """The worker command line (the same one docker-compose and the e2e tests run)."""
-    queues = ",".join(dict.fromkeys([settings.BLKREVIEW_ANALYSIS_QUEUE, "celery"]))
+    queues = ",".join(settings.BLKREVIEW_QUEUES)  # every queue: analysis, replay, notify
     return [sys.executable, "-m", "celery", "-A", "workers.celery", "worker", "-Q", queues,
             "--pool=solo", "--concurrency=1", f"--loglevel={loglevel}"]
 
