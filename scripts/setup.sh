@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything blkreview needs on a fresh Debian machine: the virtualenv with the project
 # and its dev dependencies, and (when run as root) the Debian packages the tests use:
-# blktrace (the blkparse reference), chromium (browser tests through Playwright) and
+# blktrace (the blkparse reference), qemu + mmdebstrap + cpio + kmod (the trace lab), chromium (browser tests through Playwright) and
 # docker-compose (to validate docker-compose.yml; no Docker engine is needed).
 # Idempotent: a second run only checks.
 set -euo pipefail
@@ -12,6 +12,13 @@ WITH_DEV=${WITH_DEV:-1}
 
 need_apt=()
 command -v blkparse >/dev/null 2>&1 || need_apt+=(blktrace)
+# the trace lab (workers/lab, tests/engine/lab): qemu, the guest root builder, cpio, depmod
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)
+command -v qemu-img >/dev/null 2>&1 || need_apt+=(qemu-utils)
+command -v mmdebstrap >/dev/null 2>&1 || need_apt+=(mmdebstrap)
+command -v cpio >/dev/null 2>&1 || need_apt+=(cpio)
+command -v depmod >/dev/null 2>&1 || [ -x /usr/sbin/depmod ] || [ -x /sbin/depmod ] || need_apt+=(kmod)
+[ -x /bin/busybox ] || [ -x /usr/bin/busybox ] || need_apt+=(busybox-static)
 if [ "$WITH_DEV" = 1 ]; then
   # the test suite talks to a real PostgreSQL and Redis on 127.0.0.1
   command -v pg_ctlcluster >/dev/null 2>&1 || need_apt+=(postgresql)

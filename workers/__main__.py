@@ -1,4 +1,4 @@
-"""Command line: ``python -m workers inspect|analyze|replay|compare ...`` without the web.
+"""Command line: ``python -m workers inspect|analyze|replay|compare|lab ...`` without the web.
 
 Each subcommand lives in ``workers/cli/<name>.py`` and exposes ``add_arguments(parser)`` and
 ``run(args) -> int``.
@@ -17,6 +17,7 @@ SUBCOMMANDS = {
     "compare": "baseline vs patched plain-text report, as pasted into a mail reply",
     "fidelity": "replay real captures with their kernel's preset and score the predicted D "
                 "streams against the real ones",
+    "lab": "capture blktrace bundles on real kernels in qemu (baseline vs patched, matrix)",
 }
 
 

@@ -1,0 +1,106 @@
+"""Bundles: the guest's records of a real 6.1 raid5 case -> manifest + .tar.zst -> the ingester.
+
+``tests/data/lab/guest_output`` is what the guest script wrote to the 9p share for one case
+(kernel 6.1.0-57-amd64 under TCG: raid5, 4 disks, 64k chunk, md0 max_sectors_kb 512,
+``dd if=/dev/md0 bs=1M count=20 iflag=direct``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from workers.events import ACT_QUEUE
+from workers.lab.bundle import (
+    build_manifest,
+    md_data_offset,
+    parse_queue_limits,
+    toml_dump,
+    write_bundle,
+)
+from workers.lab.host import LabError
+from workers.traces import ingest
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "lab" / "guest_output"
+CASE = DATA / "cases" / "raid5_dd_1"
+
+
+def _manifest(case_dir: Path = CASE) -> dict:
+    return build_manifest(case_dir, stack_fields={"kind": "raid5", "chunk_kb": 64,
+                                                  "layout": "left-symmetric", "raid_disks": 4},
+                          workload={"command": "dd if=/dev/md0 of=/dev/null bs=1M count=20 "
+                                               "iflag=direct", "kind": "dd"},
+                          lab={"accel": "tcg"}, role="baseline")
+
+
+def test_queue_limits_parse() -> None:
+    """Active scheduler picked from the brackets, numbers as ints, per-hctx lines left out."""
+    lim = parse_queue_limits((CASE / "queue_limits.txt").read_text())
+    assert set(lim) == {"md0", "vda", "vdb", "vdc", "vdd"}
+    assert lim["md0"]["max_sectors_kb"] == 512
+    assert lim["vda"]["scheduler"] == "none" and lim["vda"]["nr_hw_queues"] == 2
+    assert lim["vda"]["write_cache"] == "write back"
+    assert "0" not in lim["vda"]
+
+
+def test_manifest_states_stack_members_offset_and_limits() -> None:
+    """Members in raid-disk order by major,minor; data offset from mdadm --examine."""
+    m = _manifest()
+    assert m["kernel"] == "6.1.0-57-amd64" and m["role"] == "baseline"
+    assert m["stack"]["top"] == "9,0"
+    assert m["stack"]["members"] == ["254,0", "254,16", "254,32", "254,48"]
+    assert m["stack"]["data_offset_sectors"] == md_data_offset(
+        (CASE / "md_examine.txt").read_text()) == 4096
+    assert m["limits"]["9,0"]["max_sectors_kb"] == 512
+    assert m["devices"] == {"md0": "9,0", "vda": "254,0", "vdb": "254,16", "vdc": "254,32",
+                            "vdd": "254,48"}
+    assert m["lab"]["commands"][-1] == "mdadm --zero-superblock /dev/vda /dev/vdb /dev/vdc " \
+                                       "/dev/vdd"
+    assert tomllib.loads(toml_dump(m)) == m
+
+
+def test_manifest_needs_the_device_list(tmp_path: Path) -> None:
+    """A case that never built its stack has no devices.txt: a clear error."""
+    (tmp_path / "cases" / "x").mkdir(parents=True)
+    with pytest.raises(LabError, match="never built"):
+        _manifest(tmp_path / "cases" / "x")
+
+
+def test_bundle_uploads_as_is_and_the_ingester_reads_it(tmp_path: Path) -> None:
+    """The .tar.zst holds traces, manifest, commands, uname; ingest sees every device."""
+    archive = write_bundle(CASE, tmp_path, _manifest())
+    assert archive.name == "raid5_dd_1.tar.zst"
+    with zstandard.ZstdDecompressor().stream_reader(archive.open("rb")) as zr, \
+            tarfile.open(fileobj=zr, mode="r|") as tar:
+        names = sorted(m.name for m in tar)
+    assert "raid5_dd_1/blkreview.toml" in names and "raid5_dd_1/commands.txt" in names
+    assert "raid5_dd_1/uname.txt" in names and "raid5_dd_1/md0.blktrace.1" in names
+    assert "raid5_dd_1/queue_limits.txt" not in names  # the manifest carries it, parsed
+    result = ingest([archive])
+    t = result.table
+    assert result.manifest is not None and result.manifest.kernel == "6.1.0-57-amd64"
+    assert result.manifest.stack["kind"] == "raid5" and result.manifest.role == "baseline"
+    assert sorted(t.device_ids()) == sorted([(9 << 20), (254 << 20), (254 << 20) | 16,
+                                             (254 << 20) | 32, (254 << 20) | 48])
+    md0 = t.devices[9 << 20]
+    assert md0.limits["max_sectors_kb"] == 512 and md0.limits["scheduler"] == "none"
+    # 20 dd reads of 1 MiB reach md0 as 20 Q events of 2048 sectors
+    q = (t.dev == (9 << 20)) & (t.action == ACT_QUEUE)
+    assert int(q.sum()) == 20 and set(t.nr_sectors[q].tolist()) == {2048}
+    # files of the directory next to the archive keep the logs too
+    assert (tmp_path / "raid5_dd_1" / "output.txt").exists()
+
+
+def test_empty_per_cpu_files_stay_out(tmp_path: Path) -> None:
+    """An idle CPU's empty blktrace file is not copied (the ingester would warn about it)."""
+    case = tmp_path / "cases" / "raid5_dd_1"
+    shutil.copytree(CASE, case)
+    shutil.copy2(DATA / "uname.txt", tmp_path / "uname.txt")
+    (case / "md0.blktrace.0").write_bytes(b"")
+    write_bundle(case, tmp_path / "out", _manifest(case))
+    assert not (tmp_path / "out" / "raid5_dd_1" / "md0.blktrace.0").exists()

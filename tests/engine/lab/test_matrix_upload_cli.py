@@ -1,0 +1,142 @@
+"""The matrix data file, the upload client (against a real HTTP server on loopback), the CLI."""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workers.__main__ import main
+from workers.lab.host import LabError
+from workers.lab.matrix import SPLITS, load_matrix
+from workers.lab.upload import multipart, submissions_url, upload_comparison
+
+ROOT = Path(__file__).resolve().parents[3]
+MATRIX = ROOT / "workers" / "lab" / "matrix.toml"
+
+
+def test_project_matrix_covers_the_issue() -> None:
+    """At least 5 kernels from 6.1 on, 12+ cases, every family the model claims, both splits."""
+    m = load_matrix(MATRIX)
+    assert len(m.kernels) >= 5 and m.kernels[0].startswith("6.1.")
+    assert len(m.cases) >= 12
+    families = {c.family for c in m.cases}
+    for fam in ("raid5-read", "raid0-read", "raid10-read", "raid1-write", "raid5-write",
+                "disk-scheduler", "plug-merge", "seed001-split", "seed002-discard",
+                "seed003-tags", "writeback", "partition", "filesystem", "buffer-contiguity"):
+        assert fam in families, fam
+    assert {c.split for c in m.cases} == set(SPLITS)
+    chunks = {c.case.stack.manifest.get("chunk_kb") for c in m.cases} - {None}
+    assert min(chunks) == 64 and max(chunks) == 512
+    disks = {c.case.stack.manifest.get("raid_disks") for c in m.cases} - {None}
+    assert min(disks) == 2 and max(disks) == 8
+    assert len(m.groups()) >= 2  # other disk specs (one queue, small segments) boot apart
+
+
+def test_matrix_errors(tmp_path: Path) -> None:
+    """Duplicates, unknown keys, bad splits and bad stacks are named."""
+    bad = tmp_path / "m.toml"
+    for body, msg in (
+        ('[[case]]\nname="a"\nstack="disk"\nworkload="dd bs=1M count=1"\n' * 2, "twice"),
+        ('[[case]]\nname="a"\nstack="disk"\nworkload="dd bs=1M"\ncolour="red"\n', "colour"),
+        ('[[case]]\nname="a"\nsplit="train"\nstack="disk"\nworkload="dd bs=1M"\n', "split"),
+        ('[[case]]\nname="a"\nstack="raid9"\nworkload="dd bs=1M"\n', "matrix case a: unknown"),
+        ('[[case]]\nname="a"\nworkload="dd bs=1M"\n', "stack is missing"),
+        ('kernels = ["6.1"]\n', "no \\[\\[case\\]\\]"),
+        ("kernels = [", "matrix"),
+    ):
+        bad.write_text(body)
+        with pytest.raises(LabError, match=msg):
+            load_matrix(bad)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    seen: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            b"Content-Type: " + self.headers["Content-Type"].encode() + b"\r\n\r\n" + body)
+        parts = {}
+        for part in msg.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            parts.setdefault(name, []).append(
+                (part.get_filename(), part.get_payload(decode=True)))
+        self.seen.append({"path": self.path, "auth": self.headers["Authorization"],
+                          "parts": parts})
+        if self.headers["Authorization"] != "Token good":
+            self.send_response(401)
+            self.end_headers()
+            self.wfile.write(b'{"error": {"code": "not_authenticated"}}')
+            return
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(json.dumps({"id": 7, "url": "http://x/c/7/"}).encode())
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    _Handler.seen = []
+    srv = http.server.HTTPServer(("127.0.0.1", 0), _Handler)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    yield f"http://127.0.0.1:{srv.server_port}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_upload_posts_both_sides_as_one_submission(server: str, tmp_path: Path) -> None:
+    """One multipart POST to /api/v1/submissions/ with both sides' archives and kernels."""
+    a, b = tmp_path / "base.tar.zst", tmp_path / "patch.tar.zst"
+    a.write_bytes(b"A" * 100)
+    b.write_bytes(b"B" * 50)
+    out = upload_comparison(server, "good", title="t", baseline=[a], patched=[b],
+                            baseline_kernel="6.17.13+deb13-amd64",
+                            patched_kernel="6.18.15+deb13-amd64", workload="dd", stack="raid5")
+    assert out == {"id": 7, "url": "http://x/c/7/"}
+    seen = _Handler.seen[0]
+    assert seen["path"] == "/api/v1/submissions/" and seen["auth"] == "Token good"
+    assert seen["parts"]["baseline_files"] == [("base.tar.zst", b"A" * 100)]
+    assert seen["parts"]["patched_files"] == [("patch.tar.zst", b"B" * 50)]
+    assert seen["parts"]["patched_kernel"][0][1] == b"6.18.15+deb13-amd64"
+    with pytest.raises(LabError, match="HTTP 401.*not_authenticated"):
+        upload_comparison(server, "bad", title="t", baseline=[a], patched=[b],
+                          baseline_kernel="x", patched_kernel="y")
+    with pytest.raises(LabError, match="failed"):
+        upload_comparison("http://127.0.0.1:9", "good", title="t", baseline=[a], patched=[b],
+                          baseline_kernel="x", patched_kernel="y", timeout=5)
+
+
+def test_submissions_url_and_multipart_shape() -> None:
+    """A base URL or the endpoint itself both work; the body ends with the closing boundary."""
+    assert submissions_url("http://h:8000/") == "http://h:8000/api/v1/submissions/"
+    assert submissions_url("http://h/api/v1/submissions") == "http://h/api/v1/submissions/"
+    body, ctype = multipart([("title", "x")], [])
+    boundary = ctype.split("boundary=")[1]
+    assert body.endswith(f"--{boundary}--\r\n".encode())
+
+
+def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """No kernel named, a bad stack, upload without a side: exit 1 with 'error: ...'."""
+    assert main(["lab", "--out", str(tmp_path)]) == 1
+    assert "say which kernel" in capsys.readouterr().err
+    assert main(["lab", "--kernel", "6.1", "--stack", "raid9", "--out", str(tmp_path)]) == 1
+    assert "unknown stack 'raid9'" in capsys.readouterr().err
+    assert main(["lab", "--kernel", "6.1", "--upload", "http://x", "--token", "t",
+                 "--out", str(tmp_path)]) == 1
+    assert "--upload needs --baseline and --patched" in capsys.readouterr().err
+    assert main(["lab", "--baseline", "6.1", "--out", str(tmp_path)]) == 1
+    assert "--patched VERSION (or --patched-image) is missing" in capsys.readouterr().err
+    assert main(["lab", "--kernel-image", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 1
+    assert "not found" in capsys.readouterr().err

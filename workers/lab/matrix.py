@@ -1,0 +1,174 @@
+"""The fidelity matrix: kernels x cases, read from a TOML data file, captured into a directory.
+
+File layout (``workers/lab/matrix.toml`` is the project's matrix)::
+
+    kernels = ["6.1.0-57-amd64", "6.12.117+deb13-amd64", ...]
+    [disk]                       # default virtio disks of every boot
+    size = "1G"
+    [[case]]
+    name = "raid5_d8_c64_dd4480k"
+    family = "raid5-read"        # what mechanism it exercises
+    split = "calibration"        # or "evaluation" (held out from fitting the model)
+    stack = "raid5:disks=8,chunk=64k"
+    workload = "dd bs=4480k count=40 iflag=direct"
+    set = ["max_sectors_kb=1024"]
+    disk = "queues=1"            # optional: cases with other disks boot separately
+
+One boot per (kernel, disk spec) runs all its cases. Output: ``OUT/<kernel>/<case>/`` and
+``OUT/<kernel>/<case>.tar.zst`` (see :mod:`workers.lab.runner`), plus ``OUT/index.json``
+listing every cell (kernel, case, family, split, ok, bundle) and ``OUT/matrix.toml``, the
+definition that produced it. A cell already captured is skipped (delete it to redo it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workers.lab.host import LabError
+from workers.lab.qemu import DiskSpec, parse_disk_spec
+from workers.lab.script import Case
+
+SPLITS = ("calibration", "evaluation")
+
+
+@dataclass
+class MatrixCase:
+    case: Case
+    family: str
+    split: str
+    disk: str = ""
+
+
+@dataclass
+class Matrix:
+    kernels: list[str]
+    disk: str
+    cases: list[MatrixCase] = field(default_factory=list)
+
+    def groups(self) -> dict[str, list[MatrixCase]]:
+        """Cases by their disk spec (one boot each)."""
+        out: dict[str, list[MatrixCase]] = {}
+        for c in self.cases:
+            spec = ",".join(x for x in (self.disk, c.disk) if x)
+            out.setdefault(spec, []).append(c)
+        return out
+
+
+def load_matrix(path: Path) -> Matrix:
+    """Read and validate a matrix file.
+
+    Raises:
+        LabError: bad TOML, an unknown key, a bad stack/workload/setting, a duplicate name.
+    """
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise LabError(f"matrix {path}: {exc}") from None
+    kernels = data.get("kernels", [])
+    if not isinstance(kernels, list) or not all(isinstance(k, str) for k in kernels):
+        raise LabError(f"matrix {path}: kernels must be a list of versions")
+    disk = data.get("disk", {})
+    disk_text = ",".join(f"{k}={v}" for k, v in disk.items()) if isinstance(disk, dict) else ""
+    if disk_text:
+        parse_disk_spec(disk_text)
+    m = Matrix(kernels, disk_text)
+    seen: set[str] = set()
+    for i, raw in enumerate(data.get("case", []), 1):
+        unknown = set(raw) - {"name", "family", "split", "stack", "workload", "set", "disk",
+                              "note"}
+        if unknown:
+            raise LabError(f"matrix case {i}: unknown key(s) {', '.join(sorted(unknown))}")
+        name = raw.get("name", "")
+        if name in seen:
+            raise LabError(f"matrix case {name!r} appears twice")
+        seen.add(name)
+        split = raw.get("split", "calibration")
+        if split not in SPLITS:
+            raise LabError(f"matrix case {name}: split must be one of {', '.join(SPLITS)}")
+        try:
+            case = Case.make(name, raw["stack"], raw["workload"], list(raw.get("set", [])))
+        except KeyError as exc:
+            raise LabError(f"matrix case {name or i}: {exc.args[0]} is missing") from None
+        except LabError as exc:
+            raise LabError(f"matrix case {name}: {exc}") from None
+        dtext = str(raw.get("disk", ""))
+        if dtext:
+            parse_disk_spec(",".join(x for x in (disk_text, dtext) if x))
+        m.cases.append(MatrixCase(case, str(raw.get("family", "")), split, dtext))
+    if not m.cases:
+        raise LabError(f"matrix {path}: no [[case]]")
+    return m
+
+
+def _merge_disk(spec: str) -> DiskSpec:
+    # later keys win: "size=1G,queues=2,queues=1" -> queues=1
+    merged: dict[str, str] = {}
+    for part in filter(None, spec.split(",")):
+        k, _, v = part.partition("=")
+        merged[k] = v
+    return parse_disk_spec(",".join(f"{k}={v}" for k, v in merged.items())) if merged \
+        else DiskSpec()
+
+
+def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: str = "auto",
+               progress: Callable[[str], None] | None = None,
+               kernels: list[str] | None = None) -> int:
+    """Capture every cell not yet captured. Returns 0 when every cell has a bundle."""
+    from workers.lab.kernels import fetch_debian
+    from workers.lab.runner import run_kernel
+
+    say = progress or (lambda _t: None)
+    m = load_matrix(path)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(path, out / "matrix.toml")
+    pats = [re.compile(p) for p in only or []]
+    index_path = out / "index.json"
+    index: dict[str, Any] = json.loads(index_path.read_text()) if index_path.exists() else {}
+    cells = index.setdefault("cells", {})
+    failures = 0
+    for kspec in kernels or m.kernels:
+        kernel = fetch_debian(kspec, progress=say)
+        for dspec, group in m.groups().items():
+            todo = [c for c in group
+                    if (not pats or any(p.search(c.case.name) or p.search(kernel.version)
+                                        for p in pats))
+                    and not (out / kernel.version / f"{c.case.name}.tar.zst").exists()]
+            if not todo:
+                continue
+            t0 = time.monotonic()
+            try:
+                res = run_kernel(kernel, [c.case for c in todo], out, disk=_merge_disk(dspec),
+                                 accel=accel, progress=say)
+            except LabError as exc:
+                say(f"[{kernel.version}] boot failed: {exc}")
+                failures += len(todo)
+                for c in todo:
+                    cells[f"{kernel.version}/{c.case.name}"] = {
+                        "kernel": kernel.version, "case": c.case.name, "family": c.family,
+                        "split": c.split, "ok": False, "reason": str(exc)[:500]}
+                continue
+            by_name = {c.case.name: c for c in todo}
+            for r in res.cases:
+                mc = by_name[r.name]
+                if not r.ok:
+                    failures += 1
+                cells[f"{kernel.version}/{r.name}"] = {
+                    "kernel": kernel.version, "case": r.name, "family": mc.family,
+                    "split": mc.split, "stack": mc.case.stack.spec,
+                    "workload": mc.case.workload.spec,
+                    "settings": [s.text for s in mc.case.settings], "disk": dspec,
+                    "ok": r.ok, "reason": r.reason,
+                    "bundle": str(r.bundle.relative_to(out)) if r.bundle else None}
+            say(f"[{kernel.version}] {len(todo)} case(s) in {time.monotonic() - t0:.0f} s "
+                f"({res.accel})")
+            index_path.write_text(json.dumps(index, indent=1, sort_keys=True))
+    index_path.write_text(json.dumps(index, indent=1, sort_keys=True))
+    return 1 if failures else 0

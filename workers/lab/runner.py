@@ -1,0 +1,186 @@
+"""One kernel, many cases: fetch the kernel, build the initramfs, boot once, write the bundles.
+
+Output layout (``out`` given by the caller)::
+
+    out/<uname -r>/<case>/            files of the case (traces, records, logs, blkreview.toml)
+    out/<uname -r>/<case>.tar.zst     what uploads as is
+    out/<uname -r>/console.log        the guest's console
+    out/<uname -r>/run.sh             the guest script that ran
+    out/<uname -r>/results.json       per case: ok/failed, reason, bundle path, timings
+
+Scratch files (disk images, the share, the initramfs) live in the cache's ``runs/`` and are
+removed afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workers.lab.bundle import build_manifest, write_bundle
+from workers.lab.guestroot import guest_root
+from workers.lab.host import LabError, cache_dir
+from workers.lab.initramfs import build_initramfs
+from workers.lab.kernels import Kernel
+from workers.lab.qemu import (
+    BootTimeout,
+    DiskSpec,
+    boot,
+    choose_accel,
+    kvm_known,
+    make_disks,
+    qemu_command,
+)
+from workers.lab.script import Case, disks_needed, guest_script
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class CaseResult:
+    name: str
+    ok: bool
+    reason: str = ""
+    bundle: Path | None = None
+    directory: Path | None = None
+    output: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "reason": self.reason,
+                "bundle": str(self.bundle) if self.bundle else None,
+                "directory": str(self.directory) if self.directory else None}
+
+
+@dataclass
+class RunResult:
+    kernel: str
+    accel: str
+    cases: list[CaseResult] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _tail(path: Path, n: int = 25) -> str:
+    if not path.exists():
+        return ""
+    lines = path.read_text(errors="replace").splitlines()
+    return "\n".join(lines[-n:])
+
+
+def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec | None = None,
+               accel: str = "auto", memory_mb: int = 4096, cpus: int = 2,
+               role: str | None = None, progress: Progress | None = None,
+               boot_timeout: float = 420.0, timeout: float | None = None,
+               keep_scratch: bool = False) -> RunResult:
+    """Boot ``kernel`` once and run every case; one bundle per case that got to tracing.
+
+    Raises:
+        LabError: no accelerator, the guest root or initramfs could not be built, the guest did
+            not boot or did not finish. A failed *case* is reported in the result instead.
+    """
+    disk = disk or DiskSpec()
+    if not cases:
+        raise LabError("no cases to run")
+    tag = kernel.version
+    say: Progress = progress or (lambda _t: None)
+
+    def note(text: str) -> None:
+        say(f"[{tag}] {text}")
+
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    order = choose_accel(accel)
+    root = guest_root(progress=note)
+    timings["guest_root_s"] = time.monotonic() - t0
+    kdir = out / kernel.version
+    kdir.mkdir(parents=True, exist_ok=True)
+    scratch = cache_dir() / "runs" / f"{int(time.time())}-{os.getpid()}"
+    share = scratch / "share"
+    share.mkdir(parents=True)
+    try:
+        t1 = time.monotonic()
+        initrd = build_initramfs(root, kernel, scratch / "initrd.cpio")
+        timings["initramfs_s"] = time.monotonic() - t1
+        ndisks = disks_needed(cases)
+        script = guest_script(cases, disks=ndisks, rotational=disk.rotational)
+        (share / "run.sh").write_text(script)
+        (kdir / "run.sh").write_text(script)
+        jobs = [c.workload.job_file for c in cases if c.workload.job_file]
+        if jobs:
+            (share / "jobs").mkdir()
+            for j in jobs:
+                assert j is not None
+                shutil.copy2(j, share / "jobs" / j.name)
+        disks = make_disks(scratch / "disks", ndisks, disk)
+        limit = timeout or (600.0 + 300.0 * len(cases))
+        result = None
+        for i, acc in enumerate(order):
+            cmd = qemu_command(image=kernel.image, initrd=initrd, disks=disks, disk=disk,
+                               share=share, accel=acc, memory_mb=memory_mb, cpus=cpus)
+            (kdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
+            note(f"booting under {acc.upper()} with {ndisks} disk(s), {len(cases)} case(s)")
+            try:
+                result = boot(cmd, log=kdir / "console.log", progress=note,
+                              boot_timeout=90.0 if acc == "kvm" and len(order) > 1
+                              else boot_timeout, timeout=limit)
+            except BootTimeout:
+                if acc == "kvm" and i + 1 < len(order):
+                    note("KVM boot hung (nested hypervisor?); falling back to TCG")
+                    kvm_known(False)
+                    shutil.rmtree(share / "cases", ignore_errors=True)
+                    continue
+                raise
+            if acc == "kvm":
+                kvm_known(True)
+            break
+        assert result is not None
+        timings["boot_s"] = result.boot_seconds
+        timings["vm_total_s"] = result.seconds
+        run = RunResult(kernel.version, result.accel, timings=timings)
+        shutil.copy2(share / "uname.txt", kdir / "uname.txt") if (
+            share / "uname.txt").exists() else None
+        if (share / "run.log").exists():
+            shutil.copy2(share / "run.log", kdir / "run.log")
+        for case in cases:
+            run.cases.append(_collect(case, share, kdir, kernel, result.accel, disk, role))
+        (kdir / "results.json").write_text(json.dumps(
+            {"kernel": kernel.version, "source": kernel.source, "accel": result.accel,
+             "timings": timings, "cases": [c.to_json() for c in run.cases]}, indent=1))
+        timings["total_s"] = time.monotonic() - t0
+        return run
+    finally:
+        if not keep_scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _collect(case: Case, share: Path, kdir: Path, kernel: Kernel, accel: str,
+             disk: DiskSpec, role: str | None) -> CaseResult:
+    cdir = share / "cases" / case.name
+    if not cdir.exists():
+        return CaseResult(case.name, False, "the guest never started this case")
+    failed = (cdir / "failed").read_text().strip() if (cdir / "failed").exists() else ""
+    output = _tail(cdir / "output.txt")
+    if not (cdir / "devices.txt").exists():
+        dest = kdir / case.name
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(cdir, dest)
+        return CaseResult(case.name, False, failed or "stack not built", None, dest, output)
+    st, wl = case.stack, case.workload
+    top_path = st.top.replace("$D0", "/dev/vda")
+    workload = {"command": wl.shown(top_path), "spec": wl.spec, "kind": wl.kind,
+                "case": case.name}
+    lab = {"accel": accel, "kernel_source": kernel.source, "disk": disk.to_json(),
+           "stack_spec": st.spec, "settings": [s.text for s in case.settings],
+           "notes": st.notes}
+    manifest = build_manifest(cdir, stack_fields=st.manifest, workload=workload, lab=lab,
+                              role=role)
+    if not manifest["kernel"]:
+        manifest["kernel"] = kernel.version
+    archive = write_bundle(cdir, kdir, manifest)
+    return CaseResult(case.name, not failed, failed, archive, kdir / case.name, output)
