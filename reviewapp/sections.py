@@ -266,9 +266,10 @@ def verdict_index(compare: Mapping[str, Any] | None, dev: str) -> dict[str, dict
     """Per-metric verdicts of ``workers.compare.compare`` output for one device.
 
     Keyed by the metric's path in the device results joined with dots
-    (``"throughput.mb_per_s"``): ``verdict`` (improved / regressed / no significant change /
-    changed / single run), ``lkp`` (lkp-tests' range rule: "changed", "unchanged" or "n/a
-    (< 3 runs)") and ``note`` ("needs more runs" when a side has fewer than 3).
+    (``"throughput.mb_per_s"``): ``verdict`` (mechanism: improved / regressed / changed (no
+    direction) / unchanged; timing: the same with Welch's p and the bootstrap interval, or
+    "not judged" with the reason, or "needs more runs" with how many), ``lkp`` (lkp-tests'
+    range rule: "changed", "unchanged" or "n/a (< 3 runs)"), ``note`` and ``kind``.
     """
     out: dict[str, dict[str, Any]] = {}
     if not compare:
@@ -277,18 +278,30 @@ def verdict_index(compare: Mapping[str, Any] | None, dev: str) -> dict[str, dict
         if not isinstance(m, Mapping) or str(m.get("device")) != dev or not m.get("path"):
             continue
         lkp = m.get("lkp") or {}
-        if isinstance(lkp, Mapping):
+        if m.get("kind") == "mechanism":
+            lkp_text = "n/a (mechanism: exact)"
+        elif isinstance(lkp, Mapping):
             lkp_text = (("changed" if lkp.get("changed") else "unchanged")
                         if lkp.get("applicable") else "n/a (< 3 runs)")
         else:
             lkp_text = str(lkp)
         verdict = str(m.get("verdict") or "")
-        note = "needs more runs" if m.get("needs_more_runs") and verdict != "single run" else ""
+        note = ""
+        if m.get("reason"):
+            note = str(m["reason"])
+        if m.get("varies"):
+            note = "varies between runs"
+        needs = m.get("needs")
+        if isinstance(needs, Mapping):
+            note = (f"{max(needs.get('more_baseline', 0), needs.get('more_patched', 0))} more "
+                    "per side")
         p = m.get("p_value")
-        if p is not None and verdict not in ("single run", ""):
-            verdict = f"{verdict} (p={float(p):.2g})"
+        if p is not None:
+            ci = m.get("ci_pct")
+            verdict = f"{verdict} (p={float(p):.2g}" + (
+                f", CI {ci[0]:+.1f}%..{ci[1]:+.1f}%)" if ci else ")")
         out[".".join(str(x) for x in m["path"])] = {"verdict": verdict, "lkp": lkp_text,
-                                                    "note": note}
+                                                    "note": note, "kind": m.get("kind")}
     return out
 
 

@@ -253,15 +253,33 @@ BLKREVIEW_CHECK_THRESHOLDS: dict[str, float] = {
     # a latency metric (await, Q2C/D2C p50/p99) may not rise more than this many percent
     "latency_rise_warn_pct": _check_float("latency_rise_warn_pct", 10.0),
     "latency_rise_fail_pct": _check_float("latency_rise_fail_pct", 25.0),
-    # an I/O-pattern metric (seek, sizes, fragmentation, ordering) worse by more than this warns
+    # ignored since mechanism metrics are judged by the rule_* below (kept: stored overrides)
     "pattern_worse_warn_pct": _check_float("pattern_worse_warn_pct", 20.0),
-    # 1: any statistically significant regression warns; 0: only the limits above count
+    # 1: a significant timing regression below the limits above warns; 0: it does not
     "warn_on_regression": _check_float("warn_on_regression", 1.0),
     # model fidelity: L1 of normalized seek/size histograms, relative MB/s error that warn
     "fidelity_l1_warn": _check_float("fidelity_l1_warn", 0.3),
     "fidelity_throughput_err_warn": _check_float("fidelity_throughput_err_warn", 0.25),
     # metrics whose baseline and patched means are both below this are ignored (idle devices)
     "min_value": _check_float("min_value", 1e-9),
+    # timing: runs per side before it is judged (lkp's rule), and what a device needs to be
+    # judged at all: this many requests at its stage or this long a trace; no rate below
+    # min_rate_window_s; power of the runs-needed estimate; bootstrap resamples of the CI
+    "min_runs": _check_float("min_runs", 3.0),
+    "min_requests": _check_float("min_requests", 100.0),
+    "min_window_s": _check_float("min_window_s", 1.0),
+    "min_rate_window_s": _check_float("min_rate_window_s", 0.01),
+    "power": _check_float("power", 0.8),
+    "bootstrap": _check_float("bootstrap", 2000.0),
+    # mechanism rules a change must not break: 0 off, 1 warning, 2 fail (workers.compare)
+    "rule_backward_rise": _check_float("rule_backward_rise", 2.0),
+    "rule_below_max_rise": _check_float("rule_below_max_rise", 2.0),
+    "rule_pieces_per_bio_rise": _check_float("rule_pieces_per_bio_rise", 0.0),
+    "rule_sandwiched_rise": _check_float("rule_sandwiched_rise", 0.0),
+    "rule_mean_request_drop": _check_float("rule_mean_request_drop", 0.0),
+    "rule_zero_seek_drop": _check_float("rule_zero_seek_drop", 0.0),
+    "rule_mean_seek_rise": _check_float("rule_mean_seek_rise", 0.0),
+    "rule_member_order_change": _check_float("rule_member_order_change", 0.0),
 }
 BLKREVIEW_CHECK_ALPHA = _check_float("alpha", 0.05)
 

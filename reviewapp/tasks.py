@@ -161,16 +161,24 @@ def model_panel(**kwargs: Any) -> dict[str, Any] | None:
 
 def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],
              thresholds: dict[str, Any], alpha: float,
-             fidelity_result: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+             fidelity_result: dict[str, Any] | None,
+             model: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(compare output, check verdict)``; the verdict as the API serves it:
-    ``{"state": pass|warn|fail, "reasons": [...], "runs_note": ..., "thresholds": {...}}``."""
+    ``{"state": success|warning|fail, "reasons": [...], "notes": [...], "summary": "...",
+    "timing": "...", "rules": [...], "runs_note": ..., "thresholds": {...}}``."""
     from workers.compare import compare
+    from workers.summary import with_summary
 
-    out = whatif.jsonable(compare(baseline, patched, thresholds=thresholds, alpha=alpha,
-                            fidelity_result=fidelity_result or None))
+    out = whatif.jsonable(with_summary(
+        compare(baseline, patched, thresholds=thresholds, alpha=alpha,
+                fidelity_result=fidelity_result or None), model))
     check = dict(out.get("check") or {})
-    verdict = {"state": str(check.get("verdict") or "error"),
+    verdict = {"state": str(check.get("state") or "error"),
                "reasons": [str(r) for r in check.get("reasons") or []],
+               "notes": [str(r) for r in check.get("notes") or []],
+               "summary": check.get("summary") or "",
+               "timing": check.get("timing") or "",
+               "rules": check.get("rules") or [],
                "runs_note": check.get("runs_note"),
                "thresholds": check.get("thresholds") or thresholds}
     return out, verdict
@@ -253,7 +261,7 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
         fid = model.get("fidelity") if model and model.get("state") == "ok" else None
         compare_out, verdict = _compare(
             side_results.get("baseline", []), side_results.get("patched", []), thresholds,
-            float(settings.BLKREVIEW_CHECK_ALPHA), fid)
+            float(settings.BLKREVIEW_CHECK_ALPHA), fid, model)
         svc.result_progress(result_id=result_id, progress=80, message="charts and report")
         payloads = sections.build_payloads(side_results, seek_by_stage=by_stage,
                                            compare=compare_out, model=model,

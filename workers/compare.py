@@ -1,18 +1,31 @@
-"""Baseline vs patched: deltas, significance, model fidelity and a CI check verdict.
+"""Baseline vs patched: mechanism facts, timing statistics, model fidelity and a CI check.
 
-``compare(baseline, patched)`` takes lists of :func:`workers.analyzers.analyze` results (one per
-run / bundle) and, for every scalar metric of every device present on both sides, gives the
-absolute values, the delta and the % change. With several runs per side it adds mean, stddev
-and Welch's t-test (alpha 0.05, ``scipy.stats.ttest_ind(equal_var=False)``) and turns the
-result into **improved / regressed / no significant change** using the metric's direction
-(higher throughput is better, lower latency is better; metrics without a direction say
-"changed"). lkp-tests' range-separation rule (lib/stats.rb ``is_changed_stats``: the sides are
-changed when one side's minimum is above the other's middle value *and* its middle value is
-above the other's maximum) is given beside it so the verdict explains itself. With fewer than
-2 runs on a side the verdict is "single run"; with fewer than 3, "needs more runs" is flagged.
+Two kinds of evidence (issue 9):
 
-The check verdict for CI (pass / warn / fail with reasons) comes from :class:`Thresholds`.
-Fidelity helpers compare a predicted (model) result with an observed one.
+* **Mechanism** metrics (request sizes and their histogram, splits and pieces per bio, share
+  below max_sectors, merges, backward dispatches, seek distances, the order of requests on a
+  device and across the members of a stack) are deterministic for one workload on one kernel:
+  one run shows them exactly, so they are compared exactly and a difference is a fact:
+  **improved / regressed / changed (no direction) / unchanged**, with its size.
+* **Timing** metrics (MB/s, IOPS, latencies, %util, queue depth) vary run to run. With fewer
+  than ``min_runs`` (3, lkp's rule) runs on a side their verdict is **needs more runs** (never
+  warn or fail), with how many more are needed: lkp's 3 per side and a power estimate from the
+  variance seen (two-sample normal approximation, alpha and 80% power, to detect the family's
+  fail threshold). With enough runs: Welch's t-test (``scipy.stats.ttest_ind(equal_var=False)``),
+  lkp-tests' range rule (lib/stats.rb ``is_changed_stats``) and a bootstrap 95% confidence
+  interval of the % change, side by side; a change is significant when Welch's p < alpha and
+  the interval excludes 0.
+* A timing metric that a trace cannot support is **not judged**, with the reason on the row:
+  throughput and latency of a device seen at the G or Q stage only, fewer than
+  ``min_requests`` requests *and* less than ``min_window_s`` of trace, or a window too short
+  for a rate.
+
+The member disks of a stack are rolled up into one row per metric ("members of md0": the sum
+of rates and counts, the mean of the rest, with the spread across members); per-member rows
+stay in ``metrics`` with ``member_of`` set. The check (success / warning / fail) comes from the
+mechanism rules the user marks unwanted (``rule_*`` in :class:`Thresholds`: 0 off, 1 warning,
+2 fail) and from significant timing regressions; it never looks at per-member rows, timing rows
+that are not judged, or model fidelity (which is given as notes).
 """
 
 from __future__ import annotations
@@ -25,16 +38,27 @@ from typing import Any
 import numba
 import numpy as np
 
-COMPARISON_VERSION = 1
+COMPARISON_VERSION = 2
 FIRST_LINES = 8  # issue-order lines per device kept for the report (the seed quotes 7-8)
 ALPHA = 0.05
 
+MECHANISM = "mechanism"
+TIMING = "timing"
+
 VERDICT_IMPROVED = "improved"
 VERDICT_REGRESSED = "regressed"
+VERDICT_CHANGED = "changed (no direction)"
+VERDICT_UNCHANGED = "unchanged"
 VERDICT_NO_CHANGE = "no significant change"
-VERDICT_CHANGED = "changed"
+VERDICT_NEEDS_RUNS = "needs more runs"
+VERDICT_NOT_JUDGED = "not judged"
+#: Kept for the run-count note of the whole comparison.
 VERDICT_SINGLE_RUN = "single run"
 NOTE_NEEDS_MORE_RUNS = "needs more runs"
+
+CHECK_SUCCESS = "success"
+CHECK_WARNING = "warning"
+CHECK_FAIL = "fail"
 
 
 @dataclass(frozen=True)
@@ -43,54 +67,101 @@ class Metric:
 
     Attributes:
         path: keys into the device dict, e.g. ``("throughput", "iostat", "rMB/s")``.
-        label: short name for tables.
-        unit: unit as printed.
+        label: short name for tables and the summary.
+        unit: unit as stored ("B", "ns", "share", "%", "MB/s", ...).
         better: +1 higher is better, -1 lower is better, 0 no direction.
-        kind: "throughput", "latency", "pattern" or "count" (thresholds apply per kind).
+        family: "throughput", "latency", "count" (timing) or "pattern" (mechanism); the timing
+            thresholds apply per family.
+        kind: :data:`MECHANISM` or :data:`TIMING` (from the family).
+        agg: how members roll up into their array: "sum" (rates, counts) or "mean".
+        headline: a mechanism metric the summary names when it changes.
+        section: the page section (and chart) that shows it, for the summary's links.
     """
 
     path: tuple[str, ...]
     label: str
     unit: str
     better: int
-    kind: str
+    family: str
+    agg: str = "mean"
+    headline: bool = False
+    section: str = ""
+    chart: str = ""
+
+    @property
+    def kind(self) -> str:
+        return MECHANISM if self.family == "pattern" else TIMING
+
+
+def _m(path: tuple[str, ...], label: str, unit: str, better: int, family: str, **kw: Any
+       ) -> Metric:
+    return Metric(path, label, unit, better, family, **kw)
 
 
 #: The scalar metrics compared per device, in report order.
 METRICS: tuple[Metric, ...] = (
-    Metric(("throughput", "mb_per_s"), "MB/s", "MB/s", +1, "throughput"),
-    Metric(("throughput", "iops"), "IOPS", "1/s", +1, "throughput"),
-    Metric(("throughput", "iostat", "r/s"), "r/s", "1/s", 0, "count"),
-    Metric(("throughput", "iostat", "rMB/s"), "rMB/s", "MB/s", +1, "throughput"),
-    Metric(("throughput", "iostat", "rrqm/s"), "rrqm/s", "1/s", 0, "count"),
-    Metric(("throughput", "iostat", "%rrqm"), "%rrqm", "%", 0, "pattern"),
-    Metric(("throughput", "iostat", "r_await"), "r_await", "ms", -1, "latency"),
-    Metric(("throughput", "iostat", "rareq-sz"), "rareq-sz", "KB", +1, "pattern"),
-    Metric(("throughput", "iostat", "w/s"), "w/s", "1/s", 0, "count"),
-    Metric(("throughput", "iostat", "wMB/s"), "wMB/s", "MB/s", +1, "throughput"),
-    Metric(("throughput", "iostat", "w_await"), "w_await", "ms", -1, "latency"),
-    Metric(("throughput", "iostat", "wareq-sz"), "wareq-sz", "KB", +1, "pattern"),
-    Metric(("throughput", "iostat", "aqu-sz"), "aqu-sz", "", 0, "count"),
-    Metric(("throughput", "iostat", "%util"), "%util", "%", 0, "count"),
-    Metric(("seek", "zero_share"), "zero-seek share", "%", +1, "pattern"),
-    Metric(("seek", "mean_bytes"), "mean seek", "B", -1, "pattern"),
-    Metric(("seek", "median_bytes"), "median seek", "B", -1, "pattern"),
-    Metric(("sizes", "mean_bytes"), "mean request", "B", +1, "pattern"),
-    Metric(("sizes", "percentiles_bytes", "p50"), "p50 request", "B", +1, "pattern"),
-    Metric(("fragmentation", "below_max_share"), "below max_sectors", "share", -1, "pattern"),
-    Metric(("fragmentation", "sandwiched"), "sandwiched fragments", "", -1, "pattern"),
-    Metric(("fragmentation", "pieces_per_bio"), "pieces per bio", "", -1, "pattern"),
-    Metric(("ordering", "backward_share"), "backward dispatches", "share", -1, "pattern"),
-    Metric(("latency", "Q2C", "percentiles_ns", "p50"), "Q2C p50", "ns", -1, "latency"),
-    Metric(("latency", "Q2C", "percentiles_ns", "p99"), "Q2C p99", "ns", -1, "latency"),
-    Metric(("latency", "D2C", "percentiles_ns", "p50"), "D2C p50", "ns", -1, "latency"),
-    Metric(("latency", "D2C", "percentiles_ns", "p99"), "D2C p99", "ns", -1, "latency"),
+    _m(("ordering", "backward_share"), "backward dispatches", "share", -1, "pattern",
+       headline=True, section="ordering", chart="backward"),
+    _m(("seek", "mean_bytes"), "mean seek distance", "B", -1, "pattern", headline=True,
+       section="seek", chart="seek"),
+    _m(("seek", "zero_share"), "zero-seek share", "%", +1, "pattern", headline=True,
+       section="seek", chart="seek"),
+    _m(("sizes", "mean_bytes"), "mean request", "B", +1, "pattern", headline=True,
+       section="fragmentation", chart="sizes"),
+    _m(("fragmentation", "below_max_share"), "below max_sectors", "share", -1, "pattern",
+       headline=True, section="fragmentation", chart="sizes"),
+    _m(("fragmentation", "pieces_per_bio"), "pieces per bio", "", -1, "pattern", headline=True,
+       section="fragmentation", chart="sizes"),
+    _m(("fragmentation", "sandwiched"), "sandwiched fragments", "", -1, "pattern", agg="sum",
+       headline=True, section="fragmentation", chart="sandwiched"),
+    _m(("seek", "median_bytes"), "median seek", "B", -1, "pattern", section="seek",
+       chart="seek"),
+    _m(("sizes", "count"), "requests", "", 0, "pattern", agg="sum", section="fragmentation",
+       chart="sizes"),
+    _m(("sizes", "percentiles_bytes", "p50"), "p50 request", "B", +1, "pattern",
+       section="fragmentation", chart="sizes"),
+    _m(("ordering", "backward_distance_mean_bytes"), "mean backward distance", "B", -1,
+       "pattern", section="ordering", chart="backward"),
+    _m(("throughput", "iostat", "%rrqm"), "%rrqm", "%", 0, "pattern", section="throughput"),
+    _m(("throughput", "iostat", "rareq-sz"), "rareq-sz", "KB", +1, "pattern",
+       section="throughput"),
+    _m(("throughput", "iostat", "wareq-sz"), "wareq-sz", "KB", +1, "pattern",
+       section="throughput"),
+    _m(("throughput", "mb_per_s"), "MB/s", "MB/s", +1, "throughput", agg="sum",
+       section="throughput", chart="mbps"),
+    _m(("throughput", "iops"), "IOPS", "1/s", +1, "throughput", agg="sum",
+       section="throughput", chart="iops"),
+    _m(("throughput", "iostat", "r/s"), "r/s", "1/s", 0, "count", agg="sum",
+       section="throughput"),
+    _m(("throughput", "iostat", "rMB/s"), "rMB/s", "MB/s", +1, "throughput", agg="sum",
+       section="throughput"),
+    _m(("throughput", "iostat", "rrqm/s"), "rrqm/s", "1/s", 0, "count", agg="sum",
+       section="throughput"),
+    _m(("throughput", "iostat", "r_await"), "r_await", "ms", -1, "latency",
+       section="throughput"),
+    _m(("throughput", "iostat", "w/s"), "w/s", "1/s", 0, "count", agg="sum",
+       section="throughput"),
+    _m(("throughput", "iostat", "wMB/s"), "wMB/s", "MB/s", +1, "throughput", agg="sum",
+       section="throughput"),
+    _m(("throughput", "iostat", "w_await"), "w_await", "ms", -1, "latency",
+       section="throughput"),
+    _m(("throughput", "iostat", "aqu-sz"), "aqu-sz", "", 0, "count", agg="sum",
+       section="throughput"),
+    _m(("throughput", "iostat", "%util"), "%util", "%", 0, "count", section="throughput"),
+    _m(("latency", "Q2C", "percentiles_ns", "p50"), "Q2C p50", "ns", -1, "latency",
+       section="latency", chart="q2c"),
+    _m(("latency", "Q2C", "percentiles_ns", "p99"), "Q2C p99", "ns", -1, "latency",
+       section="latency", chart="q2c"),
+    _m(("latency", "D2C", "percentiles_ns", "p50"), "D2C p50", "ns", -1, "latency",
+       section="latency", chart="d2c"),
+    _m(("latency", "D2C", "percentiles_ns", "p99"), "D2C p99", "ns", -1, "latency",
+       section="latency", chart="d2c"),
 )
 
-#: Metrics of the iostat mean row of member-disk groups (``sd*``).
-GROUP_METRICS: tuple[Metric, ...] = tuple(
-    Metric(("row", m.path[-1]), m.label, m.unit, m.better, m.kind)
-    for m in METRICS if m.path[:2] == ("throughput", "iostat"))
+#: Metrics that may be null on one side for a reason (the row says it instead of a number).
+NULL_TEXT: dict[tuple[str, ...], str] = {
+    ("ordering", "backward_distance_mean_bytes"): "no backward dispatch",
+}
 
 
 #: Metrics of fio jobs passed through in ``results["summaries"]["fio"]`` (key: job name).
@@ -119,24 +190,54 @@ IOSTAT_SUMMARY_METRICS: tuple[Metric, ...] = (
     Metric(("util",), "%util", "%", 0, "count"),
 )
 
+#: Mechanism rules a user can mark unwanted: threshold name -> (metric path, direction that is
+#: unwanted, the rule in words). Level 0 off, 1 warning, 2 fail.
+MECHANISM_RULES: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "rule_backward_rise": (("ordering", "backward_share"), "rise",
+                           "backward dispatches must not rise"),
+    "rule_below_max_rise": (("fragmentation", "below_max_share"), "rise",
+                            "requests must not shrink below max_sectors"),
+    "rule_pieces_per_bio_rise": (("fragmentation", "pieces_per_bio"), "rise",
+                                 "pieces per bio must not rise"),
+    "rule_sandwiched_rise": (("fragmentation", "sandwiched"), "rise",
+                             "sandwiched fragments must not rise"),
+    "rule_mean_request_drop": (("sizes", "mean_bytes"), "drop",
+                               "mean request size must not drop"),
+    "rule_zero_seek_drop": (("seek", "zero_share"), "drop", "zero-seek share must not drop"),
+    "rule_mean_seek_rise": (("seek", "mean_bytes"), "rise",
+                            "mean seek distance must not rise"),
+}
+#: Rules on sequences (not a scalar metric).
+SEQUENCE_RULES: dict[str, str] = {
+    "rule_member_order_change": "order across members must not change",
+}
+RULE_OFF, RULE_WARNING, RULE_FAIL = 0, 1, 2
+
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Limits of the CI check verdict; override any field (``Thresholds().with_overrides``).
+    """Limits and rules of the CI check; override any field (``Thresholds().with_overrides``).
 
     Percentages are relative changes of the patched mean vs the baseline mean.
 
     Attributes:
-        throughput_drop_warn_pct / throughput_drop_fail_pct: a throughput metric may not drop
-            more than this.
-        latency_rise_warn_pct / latency_rise_fail_pct: a latency metric may not rise more.
-        pattern_worse_warn_pct: an I/O-pattern metric (seek, sizes, fragmentation, ordering)
-            getting worse by more than this warns.
-        warn_on_regression: any statistically significant regression warns.
-        fidelity_l1_warn: model fidelity: L1 distance of normalized histograms above this warns.
-        fidelity_throughput_err_warn: relative predicted-vs-observed throughput error that warns.
-        min_value: ignore metrics whose baseline and patched means are both below this (noise
-            on idle devices).
+        throughput_drop_warn_pct / throughput_drop_fail_pct: a significant drop of a
+            throughput metric beyond this warns / fails.
+        latency_rise_warn_pct / latency_rise_fail_pct: the same for a rise of a latency.
+        pattern_worse_warn_pct: ignored since mechanism metrics are judged by rules (kept so
+            stored overrides still load).
+        warn_on_regression: a significant timing regression below the limits above warns.
+        fidelity_l1_warn / fidelity_throughput_err_warn: model fidelity notes (never change
+            the check state).
+        min_value: ignore timing metrics whose two means are both below this (idle devices).
+        min_runs: runs per side before timing is judged (lkp's rule: 3).
+        min_requests / min_window_s: a device's timing is judged with at least this many
+            requests at its stage *or* this long a trace.
+        min_rate_window_s: a window shorter than this gives no rate.
+        power: power of the runs-needed estimate.
+        bootstrap: resamples of the bootstrap confidence interval of the % change.
+        rule_*: mechanism rules (:data:`MECHANISM_RULES`, :data:`SEQUENCE_RULES`): 0 off,
+            1 warning, 2 fail.
     """
 
     throughput_drop_warn_pct: float = 3.0
@@ -148,6 +249,20 @@ class Thresholds:
     fidelity_l1_warn: float = 0.3
     fidelity_throughput_err_warn: float = 0.25
     min_value: float = 1e-9
+    min_runs: float = 3.0
+    min_requests: float = 100.0
+    min_window_s: float = 1.0
+    min_rate_window_s: float = 0.01
+    power: float = 0.8
+    bootstrap: float = 2000.0
+    rule_backward_rise: float = 2.0
+    rule_below_max_rise: float = 2.0
+    rule_pieces_per_bio_rise: float = 0.0
+    rule_sandwiched_rise: float = 0.0
+    rule_mean_request_drop: float = 0.0
+    rule_zero_seek_drop: float = 0.0
+    rule_mean_seek_rise: float = 0.0
+    rule_member_order_change: float = 0.0
 
     def with_overrides(self, overrides: Mapping[str, Any] | None) -> Thresholds:
         """A copy with some fields replaced; unknown names raise ValueError."""
@@ -160,10 +275,21 @@ class Thresholds:
         vals: dict[str, Any] = {}
         for k, v in overrides.items():
             vals[k] = _threshold_value(k, v, boolean=names[k] in (bool, "bool"))
+            if k.startswith("rule_") and vals[k] not in (0.0, 1.0, 2.0):
+                raise ValueError(f"threshold {k}: {v!r} is not 0 (off), 1 (warning) or 2 (fail)")
         return replace(self, **vals)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def rules(self) -> list[dict[str, Any]]:
+        """Every mechanism rule with its level, in words (for the page and the API)."""
+        out = []
+        for name, (_, _, text) in MECHANISM_RULES.items():
+            out.append({"name": name, "rule": text, "level": int(getattr(self, name))})
+        for name, text in SEQUENCE_RULES.items():
+            out.append({"name": name, "rule": text, "level": int(getattr(self, name))})
+        return out
 
 
 def _threshold_value(name: str, value: Any, *, boolean: bool) -> float | bool:
@@ -203,6 +329,16 @@ def _get(d: Mapping[str, Any], path: Sequence[str]) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _has_null(d: Mapping[str, Any], path: Sequence[str]) -> bool:
+    """True when the path exists and holds null (a metric with nothing to measure)."""
+    cur: Any = d
+    for p in path:
+        if not isinstance(cur, Mapping) or p not in cur:
+            return False
+        cur = cur[p]
+    return cur is None
+
+
 def _with_derived(dev: Mapping[str, Any]) -> dict[str, Any]:
     """Device dict plus derived scalars (zero-seek share in %)."""
     out = dict(dev)
@@ -210,23 +346,121 @@ def _with_derived(dev: Mapping[str, Any]) -> dict[str, Any]:
     if seek.get("cnt"):
         seek["zero_share"] = 100.0 * seek.get("zero_cnt", 0) / seek["cnt"]
     out["seek"] = seek
+    ordering = dev.get("ordering")
+    if isinstance(ordering, Mapping) and not ordering.get("backward") \
+            and ordering.get("backward_distance_mean_bytes") == 0:
+        # results of version 1 said 0.0 for "no backward dispatch"
+        out["ordering"] = {**ordering, "backward_distance_mean_bytes": None}
     return out
 
 
-def scalar_metrics(result: Mapping[str, Any]) -> dict[str, tuple[Metric, str, float]]:
-    """``{"8,0 rMB/s": (metric, device, value), ...}`` for one analyze() result."""
-    out: dict[str, tuple[Metric, str, float]] = {}
-    for dev, data in result.get("devices", {}).items():
-        d = _with_derived(data)
+@dataclass(frozen=True)
+class Observation:
+    """One metric of one device (or member roll-up) in one run."""
+
+    metric: Metric
+    device: str
+    value: float | None
+    reason: str | None = None  # why a timing metric cannot be judged from this run
+    member_of: str | None = None
+    members: tuple[str, ...] = ()
+    spread: tuple[float, float] | None = None
+
+
+def stack_groups(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Member disks to roll up: ``[{"name": "members of md0", "top": "9,0", "members": [...]}]``.
+
+    From the remaps of a stacked device (its A events name the members), else from the
+    iostat groups of same-named disks (``sd*``).
+    """
+    devs = result.get("devices") or {}
+    out: list[dict[str, Any]] = []
+    covered: set[str] = set()
+    for top, r in (result.get("remaps") or {}).items():
+        members = sorted(m for m in (r.get("members") or {}) if m in devs)
+        if members:
+            name = str((devs.get(top) or {}).get("name") or top)
+            out.append({"name": f"members of {name}", "top": top, "members": members})
+            covered |= set(members)
+    for g in (result.get("iostat") or {}).get("groups") or []:
+        members = [m for m in g.get("members") or [] if m in devs and m not in covered]
+        if len(members) >= 2:
+            out.append({"name": f"members {g.get('name')}", "top": None, "members": members})
+    return out
+
+
+def _fmt_s(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def timing_reasons(result: Mapping[str, Any], devs: Sequence[Mapping[str, Any]],
+                   th: Thresholds) -> tuple[str | None, str | None]:
+    """Why rates / latencies of these devices (one device or a roll-up) cannot be judged.
+
+    ``(rate reason, latency reason)``, None when they can. Results without the fields (old
+    or hand-made) are judged.
+    """
+    stages = [d.get("stage") for d in devs if "stage" in d]
+    if stages and all(s is None for s in stages):
+        return "no events", "no events"
+    early = sorted({str(s) for s in stages if s in ("Q", "G")})
+    if early:
+        why = f"{'/'.join(early)} stage only"
+        return why, why
+    if result.get("time_known") is False:
+        return "no timestamps", "no timestamps"
+    span = result.get("span_ns")
+    window = float(span) / 1e9 if isinstance(span, (int, float)) else None
+    rate: str | None = None
+    if window is not None and window < th.min_rate_window_s:
+        rate = f"trace window {_fmt_s(window)} too short for a rate"
+    counts = [float(d["events"]) for d in devs if isinstance(d.get("events"), (int, float))]
+    if counts and window is not None:
+        n = int(sum(counts))
+        if n < th.min_requests and window < th.min_window_s:
+            few = (f"too few events: {n} requests in {_fmt_s(window)} (minimum "
+                   f"{th.min_requests:g} requests or {th.min_window_s:g} s)")
+            return rate or few, few
+    return rate, None
+
+
+def _reason_for(m: Metric, reasons: tuple[str | None, str | None]) -> str | None:
+    if m.kind != TIMING:
+        return None
+    return reasons[1] if m.family == "latency" else reasons[0]
+
+
+def observations(result: Mapping[str, Any], th: Thresholds | None = None
+                 ) -> dict[str, Observation]:
+    """``{"8,0 MB/s": Observation, "members of md0 MB/s": ..., ...}`` for one analyze() result."""
+    th = th or Thresholds()
+    out: dict[str, Observation] = {}
+    devices = {dev: _with_derived(data) for dev, data in (result.get("devices") or {}).items()}
+    groups = stack_groups(result)
+    member_of = {m: g["name"] for g in groups for m in g["members"]}
+    for dev, d in devices.items():
+        reasons = timing_reasons(result, [d], th)
         for m in METRICS:
             v = _get(d, m.path)
-            if v is not None:
-                out[f"{dev} {m.label}"] = (m, dev, v)
-    for g in result.get("iostat", {}).get("groups", []):
-        for m in GROUP_METRICS:
-            v = _get(g, m.path)
-            if v is not None:
-                out[f"{g['name']} {m.label}"] = (m, g["name"], v)
+            if v is None and not (m.path in NULL_TEXT and _has_null(d, m.path)):
+                continue
+            out[f"{dev} {m.label}"] = Observation(m, dev, v, _reason_for(m, reasons),
+                                                  member_of.get(dev))
+    for g in groups:
+        mdevs = [devices[x] for x in g["members"]]
+        reasons = timing_reasons(result, mdevs, th)
+        for m in METRICS:
+            vals = [_get(d, m.path) for d in mdevs]
+            known = [v for v in vals if v is not None]
+            if not known:
+                if m.path in NULL_TEXT and any(_has_null(d, m.path) for d in mdevs):
+                    out[f"{g['name']} {m.label}"] = Observation(
+                        m, g["name"], None, None, None, tuple(g["members"]))
+                continue
+            v = float(sum(known)) if m.agg == "sum" else float(sum(known) / len(known))
+            out[f"{g['name']} {m.label}"] = Observation(
+                m, g["name"], v, _reason_for(m, reasons), None, tuple(g["members"]),
+                (min(known), max(known)))
     summaries = result.get("summaries") or {}
     for job in summaries.get("fio") or []:
         if not isinstance(job, Mapping):
@@ -234,8 +468,8 @@ def scalar_metrics(result: Mapping[str, Any]) -> dict[str, tuple[Metric, str, fl
         name = f"fio {job.get('jobname', '?')}"
         for m in FIO_METRICS:
             v = _get(job, m.path)
-            if v is not None and (v != 0 or m.kind != "latency"):
-                out[f"{name} {m.label}"] = (m, name, v)
+            if v is not None and (v != 0 or m.family != "latency"):
+                out[f"{name} {m.label}"] = Observation(m, name, v)
     last: dict[str, Mapping[str, Any]] = {}
     for row in summaries.get("iostat") or []:
         if isinstance(row, Mapping) and row.get("device"):
@@ -245,8 +479,14 @@ def scalar_metrics(result: Mapping[str, Any]) -> dict[str, tuple[Metric, str, fl
         for m in IOSTAT_SUMMARY_METRICS:
             v = _get(row, m.path)
             if v is not None:
-                out[f"{name} {m.label}"] = (m, name, v)
+                out[f"{name} {m.label}"] = Observation(m, name, v)
     return out
+
+
+def scalar_metrics(result: Mapping[str, Any]) -> dict[str, tuple[Metric, str, float]]:
+    """``{"8,0 rMB/s": (metric, device, value), ...}`` for one analyze() result."""
+    return {k: (o.metric, o.device, o.value) for k, o in observations(result).items()
+            if o.value is not None}
 
 
 def scaled(value: float, unit: str) -> tuple[float, str]:
@@ -270,14 +510,36 @@ def num(value: float, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-def format_value(value: float, unit: str) -> str:
-    """``12.5 KB`` style text of a metric value."""
+def format_value(value: float | None, unit: str) -> str:
+    """``12.5 KB`` style text of a metric value ("–" for none)."""
+    if value is None:
+        return "–"
     v, u = scaled(value, unit)
     return f"{num(v)} {u}".rstrip() if u not in ("", "1/s") else num(v)
 
 
+def change_text(b: float | None, p: float | None, unit: str, *, digits: int = 3,
+                null: str = "none") -> str:
+    """``50% -> 0%``, ``181 -> 64 KB``: a change as the summary and the check say it."""
+    def one(v: float | None) -> tuple[str, str]:
+        if v is None:
+            return null, ""
+        x, u = scaled(v, unit)
+        return num(x, digits), u
+
+    (bt, u1), (pt, u2) = one(b), one(p)
+    u = u1 or u2
+    if u == "%":
+        return f"{bt}{'%' if b is not None else ''} -> {pt}{'%' if p is not None else ''}"
+    if u in ("", "1/s"):
+        return f"{bt} -> {pt}"
+    return f"{bt} -> {pt} {u}" if p is not None else f"{bt} {u} -> {pt}"
+
+
 # --- statistics --------------------------------------------------------------------------------
 def _side(values: Sequence[float]) -> dict[str, Any]:
+    if not len(values):
+        return {"values": [], "n": 0, "mean": None, "stddev": None, "min": None, "max": None}
     a = np.asarray(values, dtype=np.float64)
     return {"values": [float(x) for x in a], "n": len(a), "mean": float(a.mean()),
             "stddev": float(a.std(ddof=1)) if len(a) > 1 else 0.0,
@@ -318,28 +580,140 @@ def welch(base: Sequence[float], patched: Sequence[float]) -> float | None:
     return p if math.isfinite(p) else None
 
 
-def compare_metric(metric: Metric, base: Sequence[float], patched: Sequence[float],
-                   *, alpha: float = ALPHA) -> dict[str, Any]:
-    """Values, delta, % change, Welch p-value, verdict and lkp's rule for one metric."""
-    sb, sp = _side(base), _side(patched)
-    delta = sp["mean"] - sb["mean"]
-    pct = 100.0 * delta / abs(sb["mean"]) if sb["mean"] else None
-    p = welch(base, patched)
-    if p is None:
-        verdict = VERDICT_SINGLE_RUN
-    elif p < alpha and delta != 0:
-        if metric.better == 0:
-            verdict = VERDICT_CHANGED
-        else:
-            verdict = VERDICT_IMPROVED if delta * metric.better > 0 else VERDICT_REGRESSED
+def bootstrap_pct_ci(base: Sequence[float], patched: Sequence[float], *, resamples: int = 2000,
+                     level: float = 0.95, seed: int = 0) -> list[float] | None:
+    """Percentile bootstrap interval of the % change of the means (each side resampled).
+
+    Deterministic (seeded); None with fewer than 2 runs on a side or a zero baseline mean.
+    """
+    a = np.asarray(base, dtype=np.float64)
+    b = np.asarray(patched, dtype=np.float64)
+    if len(a) < 2 or len(b) < 2 or resamples < 1:
+        return None
+    rng = np.random.default_rng(seed)
+    mb = a[rng.integers(0, len(a), size=(resamples, len(a)))].mean(axis=1)
+    mp = b[rng.integers(0, len(b), size=(resamples, len(b)))].mean(axis=1)
+    ok = mb != 0
+    if not ok.any():
+        return None
+    pct = 100.0 * (mp[ok] - mb[ok]) / np.abs(mb[ok])
+    tail = 100.0 * (1 - level) / 2
+    lo, hi = np.percentile(pct, [tail, 100.0 - tail])
+    return [float(lo), float(hi)]
+
+
+def effect_pct(metric: Metric, th: Thresholds) -> float:
+    """The change the runs-needed estimate should detect: the family's fail threshold."""
+    return th.latency_rise_fail_pct if metric.family == "latency" else th.throughput_drop_fail_pct
+
+
+def runs_needed(metric: Metric, base: Sequence[float], patched: Sequence[float],
+                th: Thresholds, alpha: float = ALPHA) -> dict[str, Any]:
+    """How many runs per side: lkp's rule (``min_runs``) and a power estimate.
+
+    The power estimate is the two-sample normal approximation
+    ``n = 2 (z_{1-alpha/2} + z_power)^2 s^2 / delta^2`` with ``s`` the pooled standard
+    deviation of the runs seen and ``delta`` the family's fail threshold of the baseline mean;
+    it needs 2 runs on a side to see a variance.
+    """
+    from statistics import NormalDist
+
+    lkp_n = int(th.min_runs)
+    eff = effect_pct(metric, th)
+    sds = [float(np.std(v, ddof=1)) for v in (base, patched) if len(v) >= 2]
+    mean_b = float(np.mean(base)) if len(base) else 0.0
+    power_n: int | None = None
+    if sds and mean_b:
+        sd = math.sqrt(sum(x * x for x in sds) / len(sds))
+        delta = abs(mean_b) * eff / 100.0
+        z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(th.power)
+        power_n = max(2, math.ceil(2 * (z * sd / delta) ** 2)) if sd > 0 else 2
+    need = max(lkp_n, power_n or 0)
+    if power_n is None:
+        basis = (f"lkp's rule needs {lkp_n} runs per side; the variance (and a power estimate) "
+                 "needs 2 runs on a side")
     else:
-        verdict = VERDICT_NO_CHANGE
-    return {
-        "baseline": sb, "patched": sp, "delta": delta, "pct": pct, "p_value": p,
-        "verdict": verdict,
-        "needs_more_runs": min(sb["n"], sp["n"]) < 3,
-        "lkp": lkp_changed(base, patched),
+        basis = (f"lkp's rule needs {lkp_n} per side; {power_n} per side give "
+                 f"{100 * th.power:.0f}% power to detect a {eff:g}% change with the variance seen")
+    return {"per_side": need, "more_baseline": max(0, need - len(base)),
+            "more_patched": max(0, need - len(patched)), "lkp_rule": lkp_n,
+            "power_estimate": power_n, "effect_pct": eff, "power": th.power, "basis": basis}
+
+
+def _direction(metric: Metric, delta: float) -> str:
+    if metric.better == 0:
+        return VERDICT_CHANGED
+    return VERDICT_IMPROVED if delta * metric.better > 0 else VERDICT_REGRESSED
+
+
+def mechanism_row(metric: Metric, base: Sequence[float | None], patched: Sequence[float | None]
+                  ) -> dict[str, Any]:
+    """Exact comparison of a mechanism metric: improved / regressed / changed / unchanged."""
+    bv = [float(v) for v in base if v is not None]
+    pv = [float(v) for v in patched if v is not None]
+    sb, sp = _side(bv), _side(pv)
+    null = NULL_TEXT.get(metric.path, "none")
+    for s, vals, side in ((sb, bv, base), (sp, pv, patched)):
+        s["n"] = len(side)
+        if not vals:
+            s["null"] = null
+    b, p = sb["mean"], sp["mean"]
+    varies = [name for name, s in (("baseline", sb), ("patched", sp))
+              if s["values"] and s["max"] - s["min"] > 1e-9 * max(1.0, abs(s["mean"]))]
+    if b is None and p is None:
+        verdict, delta, pct = VERDICT_UNCHANGED, None, None
+    elif b is None or p is None:
+        verdict, delta, pct = VERDICT_CHANGED, None, None
+    else:
+        delta = p - b
+        pct = 100.0 * delta / abs(b) if b else None
+        verdict = (VERDICT_UNCHANGED if math.isclose(b, p, rel_tol=1e-9, abs_tol=1e-12)
+                   else _direction(metric, delta))
+    return {"baseline": sb, "patched": sp, "delta": delta, "pct": pct, "verdict": verdict,
+            "change": change_text(b, p, metric.unit, null=null), "varies": varies,
+            "p_value": None, "ci_pct": None, "lkp": lkp_changed(bv, pv),
+            "needs_more_runs": False, "needs": None, "reason": None}
+
+
+def timing_row(metric: Metric, base: Sequence[float], patched: Sequence[float],
+               reason: str | None, th: Thresholds, *, alpha: float = ALPHA) -> dict[str, Any]:
+    """A timing metric: not judged (reason) / needs more runs (how many) / Welch + lkp + CI."""
+    sb, sp = _side(base), _side(patched)
+    b, p = sb["mean"], sp["mean"]
+    delta = p - b
+    pct = 100.0 * delta / abs(b) if b else None
+    row: dict[str, Any] = {
+        "baseline": sb, "patched": sp, "delta": delta, "pct": pct,
+        "change": change_text(b, p, metric.unit), "varies": [], "p_value": None,
+        "ci_pct": None, "lkp": lkp_changed(base, patched), "reason": reason, "needs": None,
+        "needs_more_runs": min(sb["n"], sp["n"]) < th.min_runs,
     }
+    if reason is None and max(abs(b), abs(p)) < th.min_value:
+        reason = "idle (both means below min_value)"
+        row["reason"] = reason
+    if reason is not None:
+        row["verdict"] = VERDICT_NOT_JUDGED
+        return row
+    if row["needs_more_runs"]:
+        row["verdict"] = VERDICT_NEEDS_RUNS
+        row["needs"] = runs_needed(metric, base, patched, th, alpha)
+        return row
+    pv = welch(base, patched)
+    ci = bootstrap_pct_ci(base, patched, resamples=int(th.bootstrap))
+    row["p_value"], row["ci_pct"] = pv, ci
+    significant = (pv is not None and pv < alpha and delta != 0
+                   and (ci is None or ci[0] > 0 or ci[1] < 0))
+    row["verdict"] = _direction(metric, delta) if significant else VERDICT_NO_CHANGE
+    return row
+
+
+def compare_metric(metric: Metric, base: Sequence[float], patched: Sequence[float],
+                   *, alpha: float = ALPHA, reason: str | None = None,
+                   thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """The row of one metric: exact for mechanism metrics, statistics for timing ones."""
+    if metric.kind == MECHANISM:
+        return mechanism_row(metric, base, patched)
+    return timing_row(metric, base, patched, reason, thresholds or Thresholds(), alpha=alpha)
 
 
 # --- fidelity ----------------------------------------------------------------------------------
@@ -454,6 +828,130 @@ def fidelity(predicted: Mapping[str, Any], observed: Mapping[str, Any], *,
     return out
 
 
+# --- sequences and histograms (mechanism facts) ------------------------------------------------
+FIRST_PARENTS = 8  # parent bios shown in the cross-device order view
+
+
+def member_order(result: Mapping[str, Any], top: str, *, first: int = FIRST_PARENTS
+                 ) -> dict[str, Any] | None:
+    """Order in which the top device's bios reach its members, for the first parent bios.
+
+    The parents are the top device's first issue-order lines (its Q stage for md); each remap
+    (A event) of the top device is put under the parent whose range holds its original sector.
+    ``{"parents": [{"sector", "nr_sectors", "pieces": [{"member", "dev", "offset_kb",
+    "nr_kb"}], "ascending"}], "out_of_order_share", "sequence": [[orig - first orig, member]]}``.
+    """
+    r = (result.get("remaps") or {}).get(top)
+    if not isinstance(r, Mapping):
+        return None
+    devs = result.get("devices") or {}
+    names = {k: str(v.get("name") or k) for k, v in devs.items()}
+    lines = ((devs.get(top) or {}).get("ordering") or {}).get("first") or []
+    parents: list[dict[str, Any]] = [
+        {"sector": int(x["sector"]), "nr_sectors": int(x["nr_sectors"]), "pieces": []}
+        for x in lines if x.get("nr_sectors")]
+    pieces = list(r.get("first") or [])
+    for pc in pieces:
+        orig = int(pc["orig_sector"])
+        for par in parents:
+            if par["sector"] <= orig < par["sector"] + par["nr_sectors"]:
+                par["pieces"].append({"member": names.get(pc["member"], pc["member"]),
+                                      "dev": pc["member"],
+                                      "offset_kb": (orig - par["sector"]) // 2,
+                                      "nr_kb": int(pc["nr_sectors"]) // 2})
+                break
+    shown = [par for par in parents if par["pieces"]][:first]
+    for par in shown:
+        offs = [x["offset_kb"] for x in par["pieces"]]
+        par["ascending"] = all(x < y for x, y in zip(offs, offs[1:]))
+    base = int(pieces[0]["orig_sector"]) if pieces else 0
+    return {"top": top, "name": names.get(top, top), "parents": shown,
+            "out_of_order_share": float(r.get("out_of_order_share") or 0.0),
+            "remaps": int(r.get("remaps") or 0),
+            "sequence": [[int(pc["orig_sector"]) - base, names.get(pc["member"], pc["member"])]
+                         for pc in pieces]}
+
+
+def _offsets_text(view: Mapping[str, Any] | None) -> str:
+    if not view or not view.get("parents"):
+        return "–"
+    return ", ".join(str(x["offset_kb"]) for x in view["parents"][0]["pieces"]) + " KB"
+
+
+def member_order_fact(top: str, b: Mapping[str, Any] | None, p: Mapping[str, Any] | None
+                      ) -> dict[str, Any] | None:
+    """"order across members changed" as a mechanism fact of one stacked device."""
+    if not b or not p:
+        return None
+    n = min(len(b["sequence"]), len(p["sequence"]))
+    same_seq = b["sequence"][:n] == p["sequence"][:n]
+    ob, op = b["out_of_order_share"], p["out_of_order_share"]
+    changed = not same_seq or not math.isclose(ob, op, abs_tol=1e-12)
+    shares = change_text(ob, op, "share")
+    first = f"first bio's chunks at {_offsets_text(b)} -> {_offsets_text(p)}"
+    if not changed:
+        text = f"chunk order across members of {b['name']} unchanged (out of order {shares})"
+    elif ob > 0 and op == 0:
+        text = (f"chunk order across members of {b['name']} now ascending "
+                f"(out-of-order pieces {shares}; {first})")
+    elif ob == 0 and op > 0:
+        text = (f"chunk order across members of {b['name']} no longer ascending "
+                f"(out-of-order pieces {shares}; {first})")
+    else:
+        text = (f"chunk order across members of {b['name']} changed "
+                f"(out-of-order pieces {shares}; {first})")
+    return {"key": f"{top} order across members", "device": top, "label": "order across members",
+            "kind": MECHANISM, "verdict": VERDICT_CHANGED if changed else VERDICT_UNCHANGED,
+            "text": text, "baseline": {"out_of_order_share": ob}, "patched":
+            {"out_of_order_share": op}, "section": "ordering", "chart": "member-order",
+            "rule": "rule_member_order_change"}
+
+
+def _hist(dev: Mapping[str, Any], key: str) -> list[float]:
+    return [float(x) for x in ((dev.get(key) or {}).get("counts") or [])]
+
+
+def histogram_facts(baseline: Mapping[str, Any], patched: Mapping[str, Any]
+                    ) -> list[dict[str, Any]]:
+    """Seek and size histograms compared exactly per device (first run of each side)."""
+    out = []
+    bd, pd = baseline.get("devices") or {}, patched.get("devices") or {}
+    for dev in bd:
+        if dev not in pd:
+            continue
+        for key, label, chart, section in (("seek", "seek histogram", "seek", "seek"),
+                                           ("sizes", "size histogram", "sizes",
+                                            "fragmentation")):
+            hb, hp = _hist(bd[dev], key), _hist(pd[dev], key)
+            if not sum(hb) and not sum(hp):
+                continue
+            n = max(len(hb), len(hp))
+            same = (hb + [0.0] * (n - len(hb))) == (hp + [0.0] * (n - len(hp)))
+            l1 = l1_normalized(hb, hp)
+            out.append({"key": f"{dev} {label}", "device": dev, "label": label,
+                        "kind": MECHANISM, "verdict": VERDICT_UNCHANGED if same
+                        else VERDICT_CHANGED, "l1": l1,
+                        "text": f"{label} {'unchanged' if same else 'changed'}"
+                        + ("" if same or l1 is None else f" (L1 {l1:.2f} of 2)"),
+                        "section": section, "chart": chart})
+        fb = [(int(x["sector"]), int(x["nr_sectors"]))
+              for x in ((bd[dev].get("ordering") or {}).get("first") or [])]
+        fp = [(int(x["sector"]), int(x["nr_sectors"]))
+              for x in ((pd[dev].get("ordering") or {}).get("first") or [])]
+        if fb and fp and bd[dev].get("stage") == "D" and pd[dev].get("stage") == "D":
+            rel_b = [(s - fb[0][0], n) for s, n in fb]
+            rel_p = [(s - fp[0][0], n) for s, n in fp]
+            k = min(len(rel_b), len(rel_p))
+            same = rel_b[:k] == rel_p[:k]
+            out.append({"key": f"{dev} issue order", "device": dev, "label": "issue order",
+                        "kind": MECHANISM,
+                        "verdict": VERDICT_UNCHANGED if same else VERDICT_CHANGED,
+                        "text": f"issue order of the first {k} requests "
+                        f"{'unchanged' if same else 'changed'} (relative sectors and sizes)",
+                        "section": "ordering", "chart": "lba"})
+    return out
+
+
 # --- the comparison ----------------------------------------------------------------------------
 def _last_iostat_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The bundle's own ``iostat -x`` rows, last sample per device (numbers only)."""
@@ -489,10 +987,13 @@ def compare(baseline: Sequence[Mapping[str, Any]], patched: Sequence[Mapping[str
             alpha: float = ALPHA) -> dict[str, Any]:
     """Compare runs of the baseline kernel with runs of the patched one.
 
+    The summary in words is added by :func:`workers.summary.with_summary` (``words`` and the
+    check's ``summary`` / ``timing``), which the CLI, the worker and the report call.
+
     Args:
         baseline, patched: analyze() results, one per run (at least one each).
         thresholds: a :class:`Thresholds` or a mapping of overrides of the defaults.
-        fidelity_result: output of :func:`fidelity` to include and check.
+        fidelity_result: output of :func:`fidelity` to include (as notes of the check).
         alpha: significance level of Welch's test.
 
     Raises:
@@ -502,38 +1003,67 @@ def compare(baseline: Sequence[Mapping[str, Any]], patched: Sequence[Mapping[str
         raise ValueError("compare needs at least one baseline and one patched result")
     th = thresholds if isinstance(thresholds, Thresholds) else Thresholds().with_overrides(
         thresholds)
-    per_b = [scalar_metrics(r) for r in baseline]
-    per_p = [scalar_metrics(r) for r in patched]
+    obs_b = [observations(r, th) for r in baseline]
+    obs_p = [observations(r, th) for r in patched]
     keys: list[str] = []
     seen: set[str] = set()
-    for d in per_b:
+    for d in obs_b:
         for k in d:
-            if k not in seen and any(k in x for x in per_p):
+            if k not in seen and any(k in x for x in obs_p):
                 keys.append(k)
                 seen.add(k)
     metrics = []
     for k in keys:
-        b_vals = [d[k][2] for d in per_b if k in d]
-        p_vals = [d[k][2] for d in per_p if k in d]
-        m, dev, _ = next(d[k] for d in per_b if k in d)
-        row = {"key": k, "device": dev, "label": m.label, "unit": m.unit, "kind": m.kind,
-               "better": {1: "higher", -1: "lower", 0: None}[m.better], "path": list(m.path)}
-        row.update(compare_metric(m, b_vals, p_vals, alpha=alpha))
+        ob = [d[k] for d in obs_b if k in d]
+        op = [d[k] for d in obs_p if k in d]
+        first = ob[0]
+        m = first.metric
+        row: dict[str, Any] = {
+            "key": k, "device": first.device, "label": m.label, "unit": m.unit,
+            "kind": m.kind, "family": m.family,
+            "better": {1: "higher", -1: "lower", 0: None}[m.better], "path": list(m.path),
+            "member_of": first.member_of, "members": list(first.members),
+            "section": m.section, "chart": m.chart, "headline": m.headline}
+        if first.members:
+            row["spread"] = {"baseline": _spread(ob), "patched": _spread(op)}
+        if m.kind == MECHANISM:
+            row.update(mechanism_row(m, [o.value for o in ob], [o.value for o in op]))
+        else:
+            bv = [o.value for o in ob if o.value is not None]
+            pv = [o.value for o in op if o.value is not None]
+            if not bv or not pv:
+                continue
+            reason = next((o.reason for o in ob + op if o.reason), None)
+            row.update(timing_row(m, bv, pv, reason, th, alpha=alpha))
         metrics.append(row)
+    groups = stack_groups(baseline[0])
+    orders: dict[str, Any] = {}
+    facts: list[dict[str, Any]] = []
+    for top in (baseline[0].get("remaps") or {}):
+        vb, vp = member_order(baseline[0], top), member_order(patched[0], top)
+        orders[top] = {"baseline": vb, "patched": vp}
+        f = member_order_fact(top, vb, vp)
+        if f:
+            facts.append(f)
+    facts += histogram_facts(baseline[0], patched[0])
     nb, npt_ = len(baseline), len(patched)
     runs_note = VERDICT_SINGLE_RUN if min(nb, npt_) < 2 else (
-        NOTE_NEEDS_MORE_RUNS if min(nb, npt_) < 3 else None)
+        NOTE_NEEDS_MORE_RUNS if min(nb, npt_) < th.min_runs else None)
     result: dict[str, Any] = {
         "version": COMPARISON_VERSION,
         "runs": {"baseline": nb, "patched": npt_},
         "runs_note": runs_note,
         "alpha": alpha,
         "metrics": metrics,
+        "facts": facts,
+        "groups": groups,
+        "member_order": orders,
         "summary": {
             "improved": [r["key"] for r in metrics if r["verdict"] == VERDICT_IMPROVED],
             "regressed": [r["key"] for r in metrics if r["verdict"] == VERDICT_REGRESSED],
             "changed": [r["key"] for r in metrics if r["verdict"] == VERDICT_CHANGED],
-            "no_change": sum(1 for r in metrics if r["verdict"] == VERDICT_NO_CHANGE),
+            "no_change": sum(1 for r in metrics
+                             if r["verdict"] in (VERDICT_NO_CHANGE, VERDICT_UNCHANGED)),
         },
         "sides": {"baseline": _side_summary(baseline[0]), "patched": _side_summary(patched[0])},
         "fidelity": dict(fidelity_result) if fidelity_result else None,
@@ -542,48 +1072,101 @@ def compare(baseline: Sequence[Mapping[str, Any]], patched: Sequence[Mapping[str
     return result
 
 
+def _spread(obs: Sequence[Observation]) -> list[float] | None:
+    """Range of the member values, over the runs of a side."""
+    sp = [o.spread for o in obs if o.spread is not None]
+    if not sp:
+        return None
+    return [min(x[0] for x in sp), max(x[1] for x in sp)]
+
+
+def _level(value: float) -> str | None:
+    return {RULE_WARNING: CHECK_WARNING, RULE_FAIL: CHECK_FAIL}.get(int(value))
+
+
+def timing_statistics(r: Mapping[str, Any]) -> str:
+    """``Welch p=0.001, 95% CI -17.1..-12.9%, lkp: ranges separated`` of a judged row."""
+    parts = []
+    if r.get("p_value") is not None:
+        parts.append(f"Welch p={r['p_value']:.3g}")
+    ci = r.get("ci_pct")
+    if ci:
+        parts.append(f"95% CI {ci[0]:+.1f}%..{ci[1]:+.1f}%")
+    lkp = r.get("lkp") or {}
+    if lkp.get("applicable"):
+        parts.append("lkp: ranges separated" if lkp.get("changed") else "lkp: ranges overlap")
+    n = (r.get("baseline") or {}).get("n"), (r.get("patched") or {}).get("n")
+    parts.append(f"{n[0]} vs {n[1]} runs")
+    return ", ".join(parts)
+
+
 def check_verdict(comparison: Mapping[str, Any], thresholds: Thresholds | None = None
                   ) -> dict[str, Any]:
-    """pass / warn / fail with the reasons, from a comparison and thresholds."""
+    """success / warning / fail with the reasons, from a comparison and its rules.
+
+    Mechanism regressions count when a rule marks them unwanted; timing regressions when they
+    are significant (Welch + bootstrap interval). Per-member rows (their roll-up counts),
+    timing rows that are not judged or need more runs, and model fidelity (notes) never
+    change the state.
+    """
     th = thresholds or Thresholds()
     fails: list[str] = []
     warns: list[str] = []
+    notes: list[str] = []
+    by_path = {tuple(path): name for name, (path, _, _) in MECHANISM_RULES.items()}
     for r in comparison.get("metrics", []):
-        pct = r.get("pct")
-        b, p = r["baseline"]["mean"], r["patched"]["mean"]
-        if pct is None or max(abs(b), abs(p)) < th.min_value:
+        if r.get("member_of"):
             continue
-        unit = r.get("unit") or ""
-        what = (f"{r['key']}: {format_value(b, unit)} -> {format_value(p, unit)} "
-                f"({pct:+.1f}%)")
-        if r["kind"] == "throughput" and r.get("better") == "higher":
-            if pct < -th.throughput_drop_fail_pct:
+        if r["kind"] == MECHANISM:
+            name = by_path.get(tuple(r.get("path") or ()))
+            if not name or r["verdict"] != VERDICT_REGRESSED:
+                continue
+            level = _level(getattr(th, name))
+            if level:
+                text = MECHANISM_RULES[name][2]
+                msg = f"{r['key']}: {r['change']} ({text}; mechanism, {name})"
+                (fails if level == CHECK_FAIL else warns).append(msg)
+            continue
+        if r["verdict"] != VERDICT_REGRESSED:
+            continue
+        pct = r.get("pct")
+        what = f"{r['key']}: {r['change']} ({'n/a' if pct is None else f'{pct:+.1f}%'}; " \
+               f"{timing_statistics(r)})"
+        if r["family"] == "throughput" and pct is not None and pct < 0:
+            if -pct > th.throughput_drop_fail_pct:
                 fails.append(f"{what} drops more than {th.throughput_drop_fail_pct:g}%")
-            elif pct < -th.throughput_drop_warn_pct:
+                continue
+            if -pct > th.throughput_drop_warn_pct:
                 warns.append(f"{what} drops more than {th.throughput_drop_warn_pct:g}%")
-        elif r["kind"] == "latency" and r.get("better") == "lower":
+                continue
+        elif r["family"] == "latency" and pct is not None and pct > 0:
             if pct > th.latency_rise_fail_pct:
                 fails.append(f"{what} rises more than {th.latency_rise_fail_pct:g}%")
-            elif pct > th.latency_rise_warn_pct:
+                continue
+            if pct > th.latency_rise_warn_pct:
                 warns.append(f"{what} rises more than {th.latency_rise_warn_pct:g}%")
-        elif r["kind"] == "pattern" and r.get("better"):
-            worse = -pct if r["better"] == "higher" else pct
-            if worse > th.pattern_worse_warn_pct:
-                warns.append(f"{what} worse by more than {th.pattern_worse_warn_pct:g}%")
-        if th.warn_on_regression and r["verdict"] == VERDICT_REGRESSED:
-            msg = f"{r['key']}: significant regression (Welch p={r['p_value']:.3g})"
-            if msg not in warns:
-                warns.append(msg)
+                continue
+        if th.warn_on_regression:
+            warns.append(f"{what} significant timing regression")
+    for f in comparison.get("facts") or []:
+        rule = f.get("rule")
+        if rule and f.get("verdict") == VERDICT_CHANGED:
+            level = _level(getattr(th, rule))
+            if level:
+                msg = f"{f['text']} ({SEQUENCE_RULES[rule]}; mechanism, {rule})"
+                (fails if level == CHECK_FAIL else warns).append(msg)
     for dev, f in (comparison.get("fidelity") or {}).items():
+        if not isinstance(f, Mapping):
+            continue
         for k in ("seek_l1", "size_l1"):
             v = f.get(k)
             if v is not None and v > th.fidelity_l1_warn:
-                warns.append(f"model fidelity {dev} {k} {v:.2f} above {th.fidelity_l1_warn:g}")
+                notes.append(f"model fidelity {dev} {k} {v:.2f} above {th.fidelity_l1_warn:g}")
         e = f.get("throughput_rel_err")
         if e is not None and e > th.fidelity_throughput_err_warn:
-            warns.append(f"model fidelity {dev} throughput error {100 * e:.0f}% above "
+            notes.append(f"model fidelity {dev} throughput error {100 * e:.0f}% above "
                          f"{100 * th.fidelity_throughput_err_warn:.0f}%")
-    verdict = "fail" if fails else "warn" if warns else "pass"
-    note = comparison.get("runs_note")
-    return {"verdict": verdict, "reasons": fails + warns, "runs_note": note,
+    state = CHECK_FAIL if fails else CHECK_WARNING if warns else CHECK_SUCCESS
+    return {"state": state, "verdict": state, "reasons": fails + warns, "notes": notes,
+            "runs_note": comparison.get("runs_note"), "rules": th.rules(),
             "thresholds": th.to_json()}

@@ -1,7 +1,8 @@
 """Plain-text report of a comparison, in the style of the seed threads, ready for a mail reply.
 
 Laid out like seed 000's cover letter. A header says what was compared (title, comparison
-URL, both kernels, workload, stack, Message-ID); then one block per side, headed "Before this
+URL, both kernels, workload, stack, Message-ID), then the comparison in words
+(:func:`workers.summary.summary_lines`, kept apart from this layout); then one block per side, headed "Before this
 patch" / "After this patch" when there is a patch and by the kernel's name otherwise, each with
 1) an iostat -x-like table computed from the trace (one row per device plus the mean row of
 member disks, ``sd*``) and 2) the seek histograms in the seed's layout; then the key deltas
@@ -23,6 +24,7 @@ from typing import Any
 
 from workers.analyzers.seek import BAR_WIDTH, SeekHistogram
 from workers.compare import num, scaled
+from workers.summary import summary_lines
 
 #: Widest line of the report (RFC 5322 recommends 78; 72 leaves room for "> " quoting).
 WIDTH = 72
@@ -269,20 +271,29 @@ def human(value: float, unit: str) -> str:
 def _metric_line(m: Mapping[str, Any], names: Mapping[str, str]) -> str:
     b, p = m["baseline"], m["patched"]
     unit = m.get("unit") or ""
-    if b["n"] > 1 or p["n"] > 1:
+    if b.get("mean") is None or p.get("mean") is None:
+        vals = str(m.get("change") or "")  # e.g. "213 KB -> no backward dispatch"
+    elif b["n"] > 1 or p["n"] > 1:
         vals = (f"{human(b['mean'], unit)} ±{human(b['stddev'], unit)} -> "
                 f"{human(p['mean'], unit)} ±{human(p['stddev'], unit)}")
     else:
         vals = f"{human(b['mean'], unit)} -> {human(p['mean'], unit)}"
     pct = "" if m.get("pct") is None or unit == "share" else f" ({m['pct']:+.1f}%)"
     why = []
+    if m.get("kind") == "mechanism":
+        why.append("mechanism")
+    if m.get("reason"):
+        why.append(str(m["reason"]))
+    needs = m.get("needs")
+    if needs:
+        why.append(f"{max(needs['more_baseline'], needs['more_patched'])} more runs per side")
     if m.get("p_value") is not None:
         why.append(f"Welch p={m['p_value']:.3g}")
+    if m.get("ci_pct"):
+        why.append(f"95% CI {m['ci_pct'][0]:+.1f}%..{m['ci_pct'][1]:+.1f}%")
     lkp = m.get("lkp", {})
-    if lkp.get("applicable"):
+    if m.get("kind") != "mechanism" and lkp.get("applicable"):
         why.append("lkp: ranges separated" if lkp.get("changed") else "lkp: ranges overlap")
-    if m.get("needs_more_runs") and m["verdict"] != "single run":
-        why.append("needs more runs")
     extra = f" ({'; '.join(why)})" if why else ""
     dev = str(m.get("device") or "")
     label = m.get("label") or m["key"]
@@ -292,13 +303,15 @@ def _metric_line(m: Mapping[str, Any], names: Mapping[str, str]) -> str:
 
 def key_deltas(comparison: Mapping[str, Any], limit: int = 25,
                names: Mapping[str, str] | None = None) -> list[str]:
-    """Most telling metric lines: significant first, then by size of the change."""
-    metrics = [m for m in comparison.get("metrics", []) if m.get("pct") is not None
-               and (m["baseline"]["mean"] or m["patched"]["mean"])
-               and (abs(m["pct"]) >= 0.05 or m["verdict"] not in ("no significant change",
-                                                                  "single run"))]
-    rank = {"regressed": 0, "improved": 0, "changed": 1}
-    metrics.sort(key=lambda m: (rank.get(m["verdict"], 2), -abs(m["pct"])))
+    """Most telling metric lines: mechanism changes and significant timing first, then by size
+    of the change. Per-member rows are left out (their roll-up stands for them)."""
+    quiet = ("no significant change", "unchanged", "not judged", "needs more runs")
+    metrics = [m for m in comparison.get("metrics", []) if not m.get("member_of")
+               and (m.get("pct") is not None or m.get("verdict") not in quiet)
+               and (abs(m.get("pct") or 0.0) >= 0.05 or m["verdict"] not in quiet)]
+    rank = {"regressed": 0, "improved": 0, "changed (no direction)": 1}
+    metrics.sort(key=lambda m: (m.get("kind") != "mechanism", rank.get(m["verdict"], 2),
+                                -abs(m.get("pct") or 0.0)))
     return [_metric_line(m, names or {}) for m in metrics[:limit]]
 
 
@@ -392,6 +405,7 @@ def render_report(comparison: Mapping[str, Any], *, title: str | None = None,
         header = ReportHeader(**{**header.__dict__, "title": title})
     lines = header_lines(header, comparison.get("runs", {}), comparison.get("runs_note"))
     lines.append("")
+    lines += summary_lines(comparison) + [""]
     sides = comparison.get("sides", {})
     names = {k: v.get("name", k) for s in sides.values()
              for k, v in (s.get("devices") or {}).items()}
@@ -407,8 +421,9 @@ def render_report(comparison: Mapping[str, Any], *, title: str | None = None,
     check = comparison.get("check")
     if check:
         lines.append("")
-        lines.append(f"Check: {check['verdict'].upper()}")
+        lines.append(f"Check: {str(check.get('state') or check.get('verdict')).upper()}")
         lines += check_reasons(list(check.get("reasons", [])), names)
+        lines += [f"  note: {n}" for n in check.get("notes") or []]
     out = [w for ln in "\n".join(lines).split("\n") for w in wrap(ln.rstrip())]
     return "\n".join(out).rstrip() + "\n"
 

@@ -38,6 +38,7 @@ from reviewapp.services.comparisons import (
 from reviewapp.services.jobs import comparison_refresh_status
 from reviewapp.services.patches import patch_create
 from reviewapp.services.results import comparison_thresholds_set, effective_thresholds
+from workers.compare import Thresholds
 
 
 class ComparisonCreateInput(serializers.Serializer):
@@ -226,7 +227,7 @@ class ComparisonAddBundlesApi(APIView):
 
 
 class ComparisonCheckApi(APIView):
-    """The CI check verdict: pass / warn / fail with reasons (pending until computed)."""
+    """The CI check: success / warning / fail with reasons (pending until computed)."""
 
     @extend_schema(operation_id="comparison_check",
                    responses={200: CheckOutput, 404: ErrorSerializer})
@@ -243,15 +244,22 @@ class ComparisonCheckApi(APIView):
             state, reasons = "error", [result.error or "the comparison step failed"]
         elif isinstance(verdict, dict):
             state = str(verdict.get("state") or "error")
-            if state not in ("pass", "warn", "fail", "error"):
+            if state not in ("success", "warning", "fail", "error"):
                 state = "error"
             reasons = [str(r) for r in verdict.get("reasons") or []]
         else:
             state, reasons = "error", ["no check verdict was computed"]
+        v = verdict if isinstance(verdict, dict) and state not in ("pending", "error") else {}
+        thresholds = (verdict or {}).get("thresholds") or effective_thresholds(comparison)
         return Response(CheckOutput({
             "comparison": comparison.pk, "status": comparison.status, "state": state,
-            "reasons": reasons,
-            "thresholds": (verdict or {}).get("thresholds") or effective_thresholds(comparison),
+            "reasons": reasons, "summary": str(v.get("summary") or ""),
+            "timing": str(v.get("timing") or ""),
+            "notes": [str(n) for n in v.get("notes") or []],
+            "rules": v.get("rules") or Thresholds().with_overrides(
+                {k: x for k, x in thresholds.items() if k in Thresholds.__dataclass_fields__}
+            ).rules(),
+            "thresholds": thresholds,
             "verdict": verdict, "step": _step(result),
             "url": absolute(request, comparison.get_absolute_url()),
             "report_url": absolute(request, reverse("comparison-report", args=[comparison.pk])),

@@ -169,17 +169,35 @@ class CompareStepOutput(serializers.Serializer):
     finished = serializers.DateTimeField(allow_null=True)
 
 
+class RuleOutput(serializers.Serializer):
+    name = serializers.CharField(help_text="threshold name, e.g. rule_backward_rise")
+    rule = serializers.CharField(help_text="the rule in words")
+    level = serializers.IntegerField(help_text="0 off, 1 warning, 2 fail")
+
+
 class CheckOutput(serializers.Serializer):
-    """The CI check: pass / warn / fail with reasons; pending until the step has run."""
+    """The CI check: success / warning / fail with reasons; pending until the step has run.
+
+    The state comes from the mechanism rules marked unwanted (``rule_*`` thresholds) and from
+    significant timing regressions; timing with too few runs says "needs more runs" in
+    ``timing`` and never warns or fails."""
 
     comparison = serializers.IntegerField()
     status = serializers.CharField(help_text="the comparison's status (bundles analyzed)")
     state = serializers.ChoiceField(
-        choices=["pass", "warn", "fail", "pending", "error"],
+        choices=["success", "warning", "fail", "pending", "error"],
         help_text="pending: not computed yet; error: the comparison could not be computed")
     reasons = serializers.ListField(child=serializers.CharField())
+    summary = serializers.CharField(
+        allow_blank=True, help_text="the comparison in words: mechanism facts; timing verdict")
+    timing = serializers.CharField(
+        allow_blank=True,
+        help_text="timing verdict: not judged (why) / needs more runs (how many) / statistics")
+    notes = serializers.ListField(child=serializers.CharField(),
+                                  help_text="model fidelity notes (never change the state)")
+    rules = serializers.ListField(child=RuleOutput(), help_text="mechanism rules and levels")
     thresholds = serializers.DictField(child=serializers.FloatField(),
-                                       help_text="the thresholds the verdict used")
+                                       help_text="the thresholds and rules the verdict used")
     verdict = NullableObjectField(help_text="the check as workers.compare returned it")
     step = CompareStepOutput(allow_null=True)
     url = serializers.CharField(help_text="the comparison page")

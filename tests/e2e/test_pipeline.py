@@ -118,7 +118,7 @@ def test_seed000_upload_worker_results_and_page(celery_worker, live_server, toke
 
     # The worker then runs the comparison step (compare + check + model panel + charts).
     check = poll_check(token_session, body["check_url"], waiter)
-    assert check["state"] in ("pass", "warn", "fail"), check
+    assert check["state"] in ("success", "warning", "fail"), check
     assert check["step"]["state"] == "succeeded"
     analysis = token_session.get(body["analysis_url"], timeout=10).json()
     assert analysis["compare"]["runs_note"] == "single run"
@@ -174,7 +174,7 @@ def test_kernel_captures_compare_check_and_model(celery_worker, live_server, tok
     assert resp.status_code == 201, resp.text
     body = resp.json()
     check = poll_check(token_session, body["check_url"], waiter)
-    assert check["state"] in ("pass", "warn", "fail"), check
+    assert check["state"] in ("success", "warning", "fail"), check
     analysis = token_session.get(body["analysis_url"], timeout=10).json()
     model = analysis["model"]
     assert model["state"] == "ok", model

@@ -15,12 +15,13 @@ from analyzer_helpers import requests, sectors_from_gaps, stream  # noqa: E402
 from workers.analyzers import analyze  # noqa: E402
 from workers.compare import (  # noqa: E402
     Thresholds,
-    compare,
     fidelity,
     l1_normalized,
     lkp_changed,
     matched_in_order,
 )
+from workers.compare import compare as _compare  # noqa: E402
+from workers.summary import with_summary  # noqa: E402
 
 
 def _result(mbps: float, await_ms: float = 1.0, dev: str = "8,0") -> dict:
@@ -46,7 +47,7 @@ def test_three_vs_three_clearly_different_improved_and_regressed() -> None:
     aw = _by_key(cmp, "8,0 r_await")
     assert aw["verdict"] == "regressed"
     assert cmp["runs_note"] is None
-    assert cmp["check"]["verdict"] == "fail"  # await +100% > 25%
+    assert cmp["check"]["state"] == "fail"  # await +100% > 25%, significant
     json.dumps(cmp)
 
 
@@ -71,31 +72,45 @@ def test_same_distribution_false_positive_rate_is_near_alpha() -> None:
     assert hits / 300 < 0.1
 
 
-def test_one_vs_one_is_single_run() -> None:
-    """One run per side: verdict 'single run', but delta and % change are still given."""
+def test_one_vs_one_needs_more_runs_and_never_fails() -> None:
+    """One run per side: timing 'needs more runs' (lkp: 2 more per side), never warn/fail."""
     cmp = compare([_result(100)], [_result(80)])
     mb = _by_key(cmp, "8,0 MB/s")
-    assert mb["verdict"] == "single run" and mb["p_value"] is None
+    assert mb["verdict"] == "needs more runs" and mb["p_value"] is None
     assert mb["pct"] == pytest.approx(-20) and mb["needs_more_runs"]
+    assert mb["needs"]["more_baseline"] == 2 and mb["needs"]["power_estimate"] is None
     assert cmp["runs_note"] == "single run"
-    assert cmp["check"]["verdict"] == "fail"  # -20% throughput > 10%
+    assert cmp["check"]["state"] == "success" and cmp["check"]["reasons"] == []
+    assert "timing: needs more runs (2 more per side" in cmp["words"]["headline"]
 
 
-def test_two_runs_needs_more_runs() -> None:
-    """Two runs per side: a verdict plus the 'needs more runs' note."""
-    cmp = compare([_result(100), _result(101)], [_result(200), _result(201)])
+def test_two_runs_needs_more_runs_with_a_power_estimate() -> None:
+    """Two runs per side: still 'needs more runs', now with a power estimate from the variance."""
+    cmp = compare([_result(100), _result(110)], [_result(90), _result(99)])
+    mb = _by_key(cmp, "8,0 MB/s")
     assert cmp["runs_note"] == "needs more runs"
-    assert _by_key(cmp, "8,0 MB/s")["needs_more_runs"]
+    assert mb["verdict"] == "needs more runs" and mb["needs_more_runs"]
+    # pooled sd 6.73 (7.07 and 6.36); a 10% change of 105 is 10.5:
+    # 2 (1.96 + 0.84)^2 6.73^2 / 10.5^2 = 6.4 -> 7 runs per side
+    assert mb["needs"]["power_estimate"] == 7 and mb["needs"]["per_side"] == 7
+    assert mb["needs"]["more_patched"] == 5
+    assert cmp["check"]["state"] == "success"
 
 
-def test_thresholds_override_and_pass() -> None:
-    """A 5% drop warns by default and passes with a looser override; unknown names raise."""
-    cmp = compare([_result(100)], [_result(95)])
-    assert cmp["check"]["verdict"] == "warn"
-    loose = compare([_result(100)], [_result(95)], thresholds={"throughput_drop_warn_pct": 6})
-    assert loose["check"]["verdict"] == "pass" and loose["check"]["reasons"] == []
+def test_thresholds_override_and_success() -> None:
+    """A significant 5% drop warns; with warn_on_regression off and a looser limit it is
+    success; unknown names and rule levels other than 0/1/2 raise."""
+    base = [_result(v) for v in (99.5, 100.0, 100.5)]
+    patched = [_result(v) for v in (94.5, 95.0, 95.5)]
+    cmp = compare(base, patched)
+    assert cmp["check"]["state"] == "warning"
+    loose = compare(base, patched, thresholds={"throughput_drop_warn_pct": 6,
+                                               "warn_on_regression": 0})
+    assert loose["check"]["state"] == "success" and loose["check"]["reasons"] == []
     with pytest.raises(ValueError):
         Thresholds().with_overrides({"nope": 1})
+    with pytest.raises(ValueError, match="0 \\(off\\)"):
+        Thresholds().with_overrides({"rule_backward_rise": 3})
 
 
 def test_threshold_strings_from_the_command_line() -> None:
@@ -147,8 +162,9 @@ def test_fidelity_helpers() -> None:
     f = fidelity(r, r, order={"8,0": 1.0})
     assert f["8,0"]["seek_l1"] == 0.0 and f["8,0"]["throughput_rel_err"] == 0.0
     cmp = compare([r], [r], fidelity_result={"8,0": {"seek_l1": 0.9}})
-    assert cmp["check"]["verdict"] == "warn"
-    assert any("fidelity" in x for x in cmp["check"]["reasons"])
+    # model fidelity is a note: it never changes the check state
+    assert cmp["check"]["state"] == "success"
+    assert any("fidelity" in x for x in cmp["check"]["notes"])
 
 
 def _fio(bw_mib: float, p99_us: float) -> dict:
@@ -171,5 +187,10 @@ def test_fio_and_measured_iostat_summaries_are_compared() -> None:
     ws = _by_key(cmp, "iostat sda w/s")
     assert ws["baseline"]["mean"] == pytest.approx(67.7)  # sample 1, not the since-boot one
     assert not any(m["key"] == "fio randwrite read clat mean" for m in cmp["metrics"])
-    assert cmp["check"]["verdict"] == "fail"
+    assert cmp["check"]["state"] == "fail"
     assert any("MiB/s" in r and "fio randwrite write bw" in r for r in cmp["check"]["reasons"])
+
+
+def compare(*args, **kwargs):  # type: ignore[no-redef]
+    """compare() with the summary in words, as the CLI and the worker produce it."""
+    return with_summary(_compare(*args, **kwargs))

@@ -16,9 +16,10 @@ from analyzer_helpers import (  # noqa: E402
 )
 
 from workers.analyzers import analyze  # noqa: E402
-from workers.compare import compare  # noqa: E402
+from workers.compare import compare as _compare  # noqa: E402
 from workers.events import EventTable, make_dev  # noqa: E402
 from workers.report import ReportHeader, iostat_table, render_report  # noqa: E402
+from workers.summary import with_summary  # noqa: E402
 
 
 def _seed000_side(gaps: list[int]) -> dict:
@@ -65,21 +66,29 @@ def test_iostat_table_rows_groups_and_columns() -> None:
 
 
 def test_report_check_reasons_and_two_devices() -> None:
-    """A throughput drop fails the check and the reason is printed; both disks appear."""
-    def side(us: int) -> dict:
-        a = requests([(i * 128, 128, "R", {"D": i * us * 1000, "C": i * us * 1000 + 1000})
-                      for i in range(50)])
-        b = requests([(i * 128, 128, "R", {"D": i * us * 1000, "C": i * us * 1000 + 1000})
-                      for i in range(50)], dev=make_dev(8, 16))
+    """A throughput drop over 3 runs per side fails the check with its statistics; both disks
+    appear, rolled up into their group; the summary heads the report."""
+    def side(us: int, jitter: int) -> dict:
+        n = 200
+        a = requests([(i * 128, 128, "R", {"D": i * (us + jitter) * 1_000_000,
+                                           "C": i * (us + jitter) * 1_000_000 + 1000})
+                      for i in range(n)])
+        b = requests([(i * 128, 128, "R", {"D": i * (us + jitter) * 1_000_000,
+                                           "C": i * (us + jitter) * 1_000_000 + 1000})
+                      for i in range(n)], dev=make_dev(8, 16))
         return analyze(EventTable.concat([a, b]).sorted_by_time())
 
-    cmp = compare([side(10)], [side(20)])
+    cmp = compare([side(10, j) for j in (0, 1, 2)], [side(20, j) for j in (0, 1, 2)])
     text = render_report(cmp)
-    assert "Check: FAIL" in text and "drops more than 10%" in text
-    # one reason line for both disks, not one per disk
-    assert "  - 8,0, 8,16 MB/s: " in text and "- 8,0 MB/s" not in text
+    flat = " ".join(text.split())  # the report wraps at 72 columns
+    assert "Check: FAIL" in text and "drops more than 10%" in flat
+    # one reason for both disks: their roll-up, not one per disk
+    assert "members 8,* MB/s: " in text and "- 8,0 MB/s" not in text
+    assert "Welch p=" in text and "95% CI" in flat
     assert "io seek for 8,0, 8,16 (identical), stage D:" in text
     assert "8,* " in text  # the mean row of the two member disks
+    assert "Summary:" in text.splitlines()[:6]
+    assert "timing: regressed: members 8,* MB/s" in flat
 
 
 def test_report_shows_measured_iostat_from_the_bundle() -> None:
@@ -132,3 +141,8 @@ def test_iostat_table_prints_dash_and_reason_for_unknown_columns() -> None:
     # the mail report drops a row of dashes and keeps its reason
     text = iostat_table({"rows": {"8,0": row}, "groups": []}, {"8,0": "sda"}, drop_empty=True)
     assert text.strip() == "(no row for sda: no D/C events: stage G)"
+
+
+def compare(*args, **kwargs):  # type: ignore[no-redef]
+    """compare() with the summary in words, as the CLI and the worker produce it."""
+    return with_summary(_compare(*args, **kwargs))

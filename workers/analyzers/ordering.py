@@ -83,7 +83,7 @@ def ordering(table: EventTable, sr: StageRows, *, first_n: int = 50) -> dict[str
         "backward": int(back.sum()),
         "backward_share": float(back.sum() / (n - 1)) if n > 1 else 0.0,
         "backward_distance": _kb_hist(dist[back]),
-        "backward_distance_mean_bytes": float(dist[back].mean() * 512) if back.any() else 0.0,
+        "backward_distance_mean_bytes": float(dist[back].mean() * 512) if back.any() else None,
         "per_process": per,
         "first": lines,
     }

@@ -11,9 +11,9 @@ the title is ``--title`` or "<baseline kernel> vs <patched kernel>: <workload>".
 Exit status, so that CI can act on it (docs/traces.md "compare"):
 
 ====  ===============================================================
-0     check passed
-1     check warns (a threshold's warn level or a model-fidelity warning)
-2     check fails
+0     check success (timing that needs more runs or is not judged never warns)
+1     check warning (a rule at warning level, a significant timing regression)
+2     check fail (a rule at fail level, a significant timing regression past its limit)
 3     usage or input error (bad option, missing file, unreadable trace)
 ====  ===============================================================
 """
@@ -31,9 +31,10 @@ from workers.cli.common import UsageError, device_arg
 from workers.compare import Thresholds, compare
 from workers.errors import BlkreviewError, ParseError
 from workers.report import ReportHeader, render_report, title_from
+from workers.summary import with_summary
 
 #: Exit status per check verdict; usage and input errors exit :data:`EXIT_USAGE`.
-EXIT_CODES = {"pass": 0, "warn": 1, "fail": 2}
+EXIT_CODES = {"success": 0, "warning": 1, "fail": 2}
 EXIT_USAGE = 3
 
 
@@ -126,8 +127,8 @@ def run(args: argparse.Namespace) -> int:
         # each argument is one run: a file, an archive, or a directory (one bundle)
         loaded_b = [load_run([r], ns) for r in base]
         loaded_p = [load_run([r], ns) for r in patched]
-        cmp = compare([r for r, _ in loaded_b], [r for r, _ in loaded_p],
-                      thresholds=overrides or None)
+        cmp = with_summary(compare([r for r, _ in loaded_b], [r for r, _ in loaded_p],
+                                   thresholds=overrides or None))
     except UsageError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return EXIT_USAGE
