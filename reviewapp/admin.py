@@ -3,6 +3,10 @@
 from django.contrib import admin
 
 from reviewapp import models
+from reviewapp.forms import LimitedAdminAuthenticationForm
+
+# the admin's login counts failures like the login page (issue 10 item 11)
+admin.site.login_form = LimitedAdminAuthenticationForm
 
 
 class TraceFileInline(admin.TabularInline):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm
 
 from reviewapp import constants as c
 
@@ -73,6 +75,10 @@ class UploadForm(forms.Form):
                                            "throughput_drop_fail_pct=5,latency_rise_warn_pct=20")
     public = forms.BooleanField(required=False, initial=True,
                                 help_text="Anyone may read a public comparison without logging in.")
+    strict = forms.BooleanField(required=False, label="Strict parsing",
+                                help_text="Fail the analysis on a damaged blktrace record "
+                                          "instead of skipping it with a warning (also "
+                                          "strict = true in a blkreview.toml).")
     patch = forms.IntegerField(required=False, widget=forms.HiddenInput,
                                help_text="an existing patch (of a series) this comparison is for")
     baseline_from = forms.IntegerField(
@@ -104,3 +110,45 @@ class AddRunsForm(forms.Form):
     side = forms.ChoiceField(choices=c.ROLES)
     files = MultipleFileField(required=True, label="Trace files")
     kernel = forms.CharField(max_length=100, required=False)
+
+
+class LoginLimitMixin:
+    """Failed logins are counted per username and client IP; past the limit the form refuses
+    every attempt, the right password included, and says when to retry (issue 10 item 11)."""
+
+    locked = False
+
+    def clean(self) -> dict[str, Any]:
+        from reviewapp.services.limits import (
+            client_ip,
+            lockout_message,
+            login_failure_record,
+            login_locked_until,
+            login_success_record,
+        )
+
+        username = str(self.cleaned_data.get("username") or "")  # type: ignore[attr-defined]
+        ip = client_ip(self.request)  # type: ignore[attr-defined]
+        until = login_locked_until(username=username, ip=ip)
+        if until is not None:
+            self.locked = True
+            raise forms.ValidationError(lockout_message(until), code="locked")
+        try:
+            data: dict[str, Any] = super().clean()  # type: ignore[misc]
+        except forms.ValidationError:
+            if username:
+                until = login_failure_record(username=username, ip=ip)
+                if until is not None:
+                    self.locked = True
+                    raise forms.ValidationError(lockout_message(until), code="locked") from None
+            raise
+        login_success_record(username=username, ip=ip)
+        return data
+
+
+class LimitedAuthenticationForm(LoginLimitMixin, AuthenticationForm):
+    """The login page's form."""
+
+
+class LimitedAdminAuthenticationForm(LoginLimitMixin, AdminAuthenticationForm):
+    """The admin's login form (same counters)."""

@@ -135,6 +135,9 @@ class TraceBundle(models.Model):
     size = models.BigIntegerField(default=0)
     parse_status = models.CharField(max_length=16, choices=c.PARSE_STATES, default=c.PARSE_PENDING)
     parse_error = models.JSONField(null=True, blank=True)
+    strict = models.BooleanField(
+        default=False, help_text="a damaged binary record fails the analysis instead of being "
+                                 "skipped with a warning (or strict = true in the manifest)")
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="bundles",

@@ -16,7 +16,8 @@ ALLOWED_HOSTS (comma separated), CSRF_TRUSTED_ORIGINS (comma separated), MEDIA_R
 STATIC_ROOT, STORAGE_URL (or AWS_STORAGE_BUCKET_NAME and the other AWS_* variables: uploads and
 tables in an S3-compatible bucket, see reviewapp/storage_config.py), BLKREVIEW_MAX_UPLOAD_MB, BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_REPLAY_QUEUE,
 BLKREVIEW_NOTIFY_QUEUE, BLKREVIEW_TASK_TIME_LIMIT,
-BLKREVIEW_CHECK_* (check verdict thresholds, see BLKREVIEW_CHECK_THRESHOLDS).
+BLKREVIEW_CHECK_* (check verdict thresholds, see BLKREVIEW_CHECK_THRESHOLDS), BLKREVIEW_CACHE_URL,
+BLKREVIEW_THROTTLE_*, BLKREVIEW_LOGIN_*, BLKREVIEW_QUOTA_*, BLKREVIEW_NUM_PROXIES (floods).
 """
 
 from __future__ import annotations
@@ -329,6 +330,59 @@ CELERY_TASK_ROUTES = {
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# --- cache (throttles, login limits) -----------------------------------------------------
+# https://docs.djangoproject.com/en/5.2/topics/cache/
+# Throttle and login-failure counters must be shared by every web worker: Redis when one is
+# configured (BLKREVIEW_CACHE_URL, else REDIS_URL, else a redis:// broker URL), otherwise a
+# file cache in var/ (the embedded default: one machine, several gunicorn workers).
+_cache_url = os.environ.get("BLKREVIEW_CACHE_URL") or os.environ.get("REDIS_URL") or (
+    os.environ.get("CELERY_BROKER_URL", "") if os.environ.get("CELERY_BROKER_URL", "").startswith(
+        ("redis://", "rediss://")) else "")
+CACHES: dict[str, dict[str, Any]]
+if _cache_url.startswith(("redis://", "rediss://")):
+    CACHES = {"default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url,
+        # one Redis may serve several deployments and concurrent test runs: keys carry a prefix
+        "KEY_PREFIX": os.environ.get("BLKREVIEW_CACHE_PREFIX",
+                                     f"blkreview-test-{os.getpid()}" if TESTING else "blkreview"),
+    }}
+elif _cache_url.startswith("locmem://"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+else:
+    ensure_dir(VAR_DIR / "cache")
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(VAR_DIR / "cache"), "OPTIONS": {"MAX_ENTRIES": 10000}}}
+
+# --- floods: API throttles, login limits, upload quotas (issue 10 item 11) ---------------------
+# Rates are "N/second|minute|hour|day" (DRF's syntax); "0" or "off" disables one. The defaults
+# stop floods (a password or token guessed at full speed, ids enumerated, uploads in a loop) and
+# stay far above what a person, a CI bot, the test suite or benchmarks/ need.
+# https://www.django-rest-framework.org/api-guide/throttling/
+BLKREVIEW_THROTTLE_RATES: dict[str, str] = {
+    # anonymous API requests, per client IP
+    "anon": os.environ.get("BLKREVIEW_THROTTLE_ANON", "1200/minute"),
+    # authenticated API requests, per token (or per user for session logins)
+    "user": os.environ.get("BLKREVIEW_THROTTLE_USER", "6000/minute"),
+    # every API request, per client IP, whoever it authenticates as
+    "ip": os.environ.get("BLKREVIEW_THROTTLE_IP", "12000/minute"),
+    # API writes (uploads, comparisons, runs, thresholds), per token/user
+    "write": os.environ.get("BLKREVIEW_THROTTLE_WRITE", "3000/hour"),
+    # requests with an invalid or revoked token, per client IP
+    "bad_token": os.environ.get("BLKREVIEW_THROTTLE_BAD_TOKEN", "60/minute"),
+}
+#: Failed logins (login page and admin) before the username, and separately the client IP,
+#: is locked out for BLKREVIEW_LOGIN_LOCKOUT_SECONDS (the count restarts after that too).
+BLKREVIEW_LOGIN_MAX_FAILURES = int(os.environ.get("BLKREVIEW_LOGIN_MAX_FAILURES", "10"))
+BLKREVIEW_LOGIN_IP_MAX_FAILURES = int(os.environ.get("BLKREVIEW_LOGIN_IP_MAX_FAILURES", "50"))
+BLKREVIEW_LOGIN_LOCKOUT_SECONDS = int(os.environ.get("BLKREVIEW_LOGIN_LOCKOUT_SECONDS", "900"))
+#: Per-user upload quotas over the last 24 hours (form and REST); 0 = no limit.
+BLKREVIEW_QUOTA_UPLOADS_PER_DAY = int(os.environ.get("BLKREVIEW_QUOTA_UPLOADS_PER_DAY", "2000"))
+BLKREVIEW_QUOTA_BYTES_PER_DAY = int(
+    float(os.environ.get("BLKREVIEW_QUOTA_MB_PER_DAY", str(200 * 1024))) * 1024 * 1024)
+#: Number of proxies in front of the web server whose X-Forwarded-For is trusted for the
+#: client IP (DRF's NUM_PROXIES); 0 = the socket's address only.
+_num_proxies = os.environ.get("BLKREVIEW_NUM_PROXIES", "")
+
 # --- REST framework ---------------------------------------------------------------------
 # https://www.django-rest-framework.org/api-guide/settings/
 REST_FRAMEWORK = {
@@ -347,6 +401,14 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "reviewapp.api.base.exception_handler",
+    # rates: BLKREVIEW_THROTTLE_RATES (read at request time, so tests can override them)
+    "DEFAULT_THROTTLE_CLASSES": [
+        "reviewapp.api.throttles.AnonIpThrottle",
+        "reviewapp.api.throttles.UserTokenThrottle",
+        "reviewapp.api.throttles.IpThrottle",
+        "reviewapp.api.throttles.WriteThrottle",
+    ],
+    "NUM_PROXIES": int(_num_proxies) if _num_proxies else None,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 # https://drf-spectacular.readthedocs.io/en/latest/settings.html

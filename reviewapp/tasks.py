@@ -68,7 +68,7 @@ def run_analysis(job_id: int, *, task_id: str = "") -> str:
             jobs.job_progress(job_id=job_id, progress=20, message="parsing traces")
             from workers.traces import ingest
 
-            ing = ingest(paths, names=[f.name for f in files])
+            ing = ingest(paths, names=[f.name for f in files], strict=job.bundle.strict)
         jobs.job_progress(job_id=job_id, progress=60, message="analyzing")
         from workers.analyzers import analyze
 

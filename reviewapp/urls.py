@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from reviewapp.views import comparisons, pages, series, tokens
+from reviewapp.views import auth, comparisons, pages, series, tokens
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -24,7 +24,7 @@ urlpatterns = [
     path("patches/<int:pk>/", series.patch_detail, name="patch-detail"),
     path("tokens/", tokens.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", tokens.token_revoke_view, name="token-revoke"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", auth.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     re_path(r"^api/(?P<version>v1)/", include("reviewapp.api.urls")),

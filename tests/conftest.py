@@ -182,6 +182,35 @@ def s3_storage(seaweedfs: Any) -> Iterator[Any]:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_cache(request: Any) -> Iterator[None]:
+    """Throttle and login-failure counters do not leak from one test into the next.
+
+    The cache is Redis shared with the broker and other test runs, so only this run's keys
+    (its KEY_PREFIX) are deleted, never the whole database. Engine tests skip this."""
+    yield
+    if "django_db_setup" not in request.fixturenames and "db" not in request.fixturenames \
+            and "client" not in request.fixturenames:
+        return
+    from django.conf import settings
+
+    cfg = settings.CACHES["default"]
+    if cfg["BACKEND"].endswith("RedisCache"):
+        import redis
+
+        r = redis.Redis.from_url(cfg["LOCATION"])
+        try:
+            keys = list(r.scan_iter(f"{cfg['KEY_PREFIX']}:*", count=1000))
+            if keys:
+                r.delete(*keys)
+        finally:
+            r.close()
+    else:
+        from django.core.cache import cache
+
+        cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _media_root_exists() -> None:
     from django.conf import settings
 

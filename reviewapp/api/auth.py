@@ -20,14 +20,20 @@ class ApiTokenAuthentication(BaseAuthentication):
         auth = get_authorization_header(request).split()
         if not auth or auth[0].lower() not in self.keywords:
             return None
+        from reviewapp.api.throttles import bad_token_seen
+
         if len(auth) != 2:
+            bad_token_seen(request)
             raise exceptions.AuthenticationFailed("Authorization header must be 'Token <key>'")
         try:
             key = auth[1].decode()
         except UnicodeError as exc:
+            bad_token_seen(request)
             raise exceptions.AuthenticationFailed("invalid token") from exc
         token = token_authenticate(key=key)
         if token is None:
+            # guessing tokens: failures are counted per client IP (429 past the budget)
+            bad_token_seen(request)
             raise exceptions.AuthenticationFailed("invalid or revoked token")
         return token.user, token
 

@@ -1,14 +1,17 @@
 """Shared API pieces: the JSON error shape and the upload size guard.
 
 Every error is ``{"error": "<message>", "code": "<code>", "fields": {...}}`` with the HTTP status
-400 (bad input), 401/403 (auth), 404, or 413 (over BLKREVIEW_MAX_UPLOAD_MB).
+400 (bad input), 401/403 (auth), 404, 413 (over BLKREVIEW_MAX_UPLOAD_MB) or 429 (throttled, or
+over the daily upload quota: ``Retry-After`` header and ``retry_after`` seconds in the body).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
@@ -35,6 +38,9 @@ class ErrorSerializer(serializers.Serializer):
     code = serializers.CharField()
     fields = serializers.DictField(child=serializers.ListField(child=serializers.CharField()),
                                    required=False)
+    retry_after = serializers.IntegerField(
+        required=False, help_text="429: seconds until the request may succeed (also the "
+                                  "Retry-After header)")
 
 
 def _flatten(detail: Any) -> str:
@@ -51,7 +57,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         body: dict[str, Any] = {"error": exc.message, "code": type(exc).__name__}
         if exc.field:
             body["fields"] = {exc.field: [exc.message]}
-        return Response(body, status=exc.status)
+        headers = {}
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            body["retry_after"] = int(retry_after)
+            headers["Retry-After"] = str(int(retry_after))
+        return Response(body, status=exc.status, headers=headers)
+    if isinstance(exc, RequestDataTooBig):
+        return Response({"error": f"the request body is over the upload limit of "
+                                  f"{settings.BLKREVIEW_MAX_UPLOAD_BYTES // 2**20} MB per side",
+                         "code": "too_large"}, status=413)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     response = drf_exception_handler(exc, context)
@@ -64,6 +79,14 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         body["fields"] = {k: [str(x) for x in (v if isinstance(v, list) else [v])]
                           for k, v in detail.items()}
         body["code"] = "invalid"
+    if isinstance(exc, exceptions.Throttled):
+        body["code"] = "throttled"
+        what = getattr(exc, "what", "too many requests")
+        if exc.wait is not None:
+            body["retry_after"] = math.ceil(exc.wait)
+            body["error"] = f"request throttled: {what}; try again in {body['retry_after']} s"
+        else:
+            body["error"] = f"request throttled: {what}"
     response.data = body
     return response
 
@@ -86,7 +109,21 @@ class UploadApiView(APIView):
                     f"{limit // 2**20} MB per side"
                 )
         super().initial(request, *args, **kwargs)
+        if request.method == "POST":
+            # over the daily quota already: refuse before the body is read (authenticated,
+            # throttled and permitted by now; the body is parsed lazily)
+            from reviewapp.services.limits import upload_quota_check
+
+            upload_quota_check(user=request.user, count=getattr(self, "upload_sides", 1),
+                               nbytes=max(0, length - MULTIPART_SLACK))
 
 
 def files_of(request: Request, name: str) -> list[Any]:
     return [f for f in request.FILES.getlist(name) if f is not None]
+
+
+def flag(value: object, default: bool = True) -> bool:
+    """A multipart boolean ("1", "true", "on", ...); empty or missing gives ``default``."""
+    if value is None or value == "":
+        return default
+    return str(value).strip().lower() in {"1", "true", "yes", "on"}

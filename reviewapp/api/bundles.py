@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from reviewapp import constants as c
 from reviewapp.access import bundle_for_reader
-from reviewapp.api.base import ErrorSerializer, UploadApiView, files_of
+from reviewapp.api.base import ErrorSerializer, UploadApiView, files_of, flag
 from reviewapp.api.serializers import BundleOutput, BundleResultsOutput
 from reviewapp.models import BundleResult, TraceBundle
 from reviewapp.selectors import latest_job
@@ -30,6 +30,8 @@ class BundleCreateInput(serializers.Serializer):
     stack = serializers.CharField(required=False, allow_blank=True)
     limits = serializers.CharField(required=False, allow_blank=True)
     workload = serializers.CharField(required=False, allow_blank=True)
+    strict = serializers.BooleanField(required=False, default=False, help_text=(
+        "fail the analysis on a damaged blktrace record instead of skipping it with a warning"))
 
 
 def bundle_results_data(bundle: TraceBundle) -> dict[str, Any]:
@@ -54,7 +56,7 @@ class BundleCreateApi(UploadApiView):
         operation_id="bundle_create",
         request={"multipart/form-data": BundleCreateInput},
         responses={201: BundleOutput, 400: ErrorSerializer,
-                   401: ErrorSerializer, 413: ErrorSerializer},
+                   401: ErrorSerializer, 413: ErrorSerializer, 429: ErrorSerializer},
     )
     def post(self, request: Request, version: str) -> Response:
         data = request.data
@@ -66,6 +68,7 @@ class BundleCreateApi(UploadApiView):
             name=data.get("name", ""), kernel=data.get("kernel", ""),
             stack=data.get("stack", ""), limits=data.get("limits", ""),
             workload=data.get("workload", ""), user=request.user, side_label="files",
+            strict=flag(data.get("strict"), default=False),
         )
         return Response(BundleOutput(bundle, context={"request": request}).data,
                         status=201)

@@ -75,6 +75,8 @@ class SubmissionInput(serializers.Serializer):
         required=False, allow_blank=True, max_length=500,
         help_text="overrides of the check thresholds: name=value,... or a JSON object")
     public = serializers.BooleanField(required=False, default=True)
+    strict = serializers.BooleanField(required=False, default=False, help_text=(
+        "fail the analysis on a damaged blktrace record instead of skipping it with a warning"))
 
 
 class AddBundlesInput(serializers.Serializer):
@@ -157,7 +159,7 @@ class SubmissionCreateApi(UploadApiView):
         operation_id="submission_create",
         request={"multipart/form-data": SubmissionInput},
         responses={201: ComparisonOutput, 400: ErrorSerializer, 401: ErrorSerializer,
-                   413: ErrorSerializer},
+                   413: ErrorSerializer, 429: ErrorSerializer},
     )
     def post(self, request: Request, version: str) -> Response:
         d = request.data
@@ -179,6 +181,7 @@ class SubmissionCreateApi(UploadApiView):
             stack=d.get("stack", ""), limits=d.get("limits", ""), workload=d.get("workload", ""),
             policy=d.get("policy", ""), public=_flag(d.get("public")), user=request.user,
             thresholds=_thresholds(d.get("thresholds")),
+            strict=_flag(d.get("strict"), default=False),
         )
         return Response(ComparisonOutput(comparison, context={"request": request}).data,
                         status=201)

@@ -50,7 +50,7 @@ class BundleOutput(serializers.ModelSerializer):
 
     class Meta:
         model = TraceBundle
-        fields = ["id", "role", "name", "kernel", "stack", "limits", "workload", "checksum",
+        fields = ["id", "role", "name", "kernel", "stack", "limits", "workload", "strict", "checksum",
                   "size", "parse_status", "parse_error", "created", "files", "job",
                   "has_results", "url", "results_url"]
 

@@ -119,6 +119,7 @@ def bundle_create(
     name: str = "",
     user: Any = None,
     side_label: str = "",
+    strict: bool = False,
 ) -> tuple[TraceBundle, bool]:
     """Store one run's files and queue its analysis.
 
@@ -138,10 +139,15 @@ def bundle_create(
     Raises:
         UploadRejected: no files, only empty files, an unrecognised format.
         UploadTooLargeError: more than BLKREVIEW_MAX_UPLOAD_MB in total.
+        UploadQuotaExceeded: over the uploader's daily count or bytes (429).
     """
     label = side_label or role
     limit = settings.BLKREVIEW_MAX_UPLOAD_BYTES
     checked = bundle_validate(files=files, side_label=label)
+    from reviewapp.services.limits import upload_quota_check
+
+    upload_quota_check(user=user, count=1, field=side_label or None,
+                       nbytes=sum(int(getattr(f, "size", 0) or 0) for f, _, _ in checked))
 
     stored: list[tuple[str, str, str, str, int]] = []  # (client, fmt, storage, sha, size)
     remaining = limit
@@ -163,6 +169,7 @@ def bundle_create(
         bundle = TraceBundle.objects.create(
             role=role, name=name[:200], kernel=kernel[:100], stack=stack, limits=limits,
             workload=workload, checksum=checksum, size=sum(s[4] for s in stored),
+            strict=strict,
             uploaded_by=user if getattr(user, "is_authenticated", False) else None,
         )
         for client, fmt, storage_name, sha, size in stored:

@@ -101,13 +101,15 @@ def submission_create(*, title: str = "", version: str = "", author: str = "",
                       workload: str = "", policy: str = "", public: bool = True,
                       user: Any = None, thresholds: Any = None, patch: Patch | None = None,
                       baseline_bundles: Sequence[TraceBundle] | None = None,
+                      strict: bool = False,
                       ) -> tuple[Comparison, dict[str, tuple[TraceBundle, bool]]]:
     """Patch + one bundle per side + the comparison, in one go (the form and /submissions/).
 
     ``patch`` attaches the comparison to an existing patch (one of a series) instead of
     creating one; ``baseline_bundles`` reuses runs already uploaded (the Fixes:-aware pairing:
     the patched runs of the fixed commit's comparison) instead of ``baseline_files``.
-    Everything is validated before anything is stored: metadata and both sides' files.
+    Everything is validated before anything is stored: metadata, both sides' files and the
+    uploader's daily quota. ``strict``: a damaged binary record fails the analysis.
     """
     meta, raw = (None, "")
     if mail is not None and patch is None:
@@ -121,18 +123,25 @@ def submission_create(*, title: str = "", version: str = "", author: str = "",
     from reviewapp.services.results import clean_thresholds
 
     clean_thresholds(thresholds)  # reject bad thresholds before storing any file
+    sides = [("patched", patched_files)]
     if not baseline_bundles:
-        bundle_validate(files=baseline_files, side_label="baseline")
-    bundle_validate(files=patched_files, side_label="patched")
+        sides.insert(0, ("baseline", baseline_files))
+    for label, files in sides:
+        bundle_validate(files=files, side_label=label)
+    from reviewapp.services.limits import upload_quota_check
+
+    upload_quota_check(user=user, count=len(sides), nbytes=sum(
+        int(getattr(f, "size", 0) or 0) for _, files in sides for f in files if f is not None))
     with transaction.atomic():
         bundles = {}
         if not baseline_bundles:
             bundles[c.ROLE_BASELINE] = bundle_create(
                 files=baseline_files, role=c.ROLE_BASELINE, kernel=baseline_kernel, stack=stack,
-                limits=limits, workload=workload, user=user, side_label="baseline")
+                limits=limits, workload=workload, user=user, side_label="baseline",
+                strict=strict)
         bundles[c.ROLE_PATCHED] = bundle_create(
             files=patched_files, role=c.ROLE_PATCHED, kernel=patched_kernel, stack=stack,
-            limits=limits, workload=workload, user=user, side_label="patched")
+            limits=limits, workload=workload, user=user, side_label="patched", strict=strict)
         baseline = (list(baseline_bundles) if baseline_bundles
                     else [bundles[c.ROLE_BASELINE][0]])
         if patch is None:

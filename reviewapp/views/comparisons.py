@@ -94,7 +94,7 @@ def upload(request: HttpRequest) -> HttpResponse:
                     patched_kernel=d["patched_kernel"], stack=d["stack"], limits=d["limits"],
                     workload=d["workload"],
                     policy=d["policy"], public=d["public"], user=request.user,
-                    thresholds=d.get("thresholds") or None,
+                    thresholds=d.get("thresholds") or None, strict=d.get("strict", False),
                 )
             except ServiceError as exc:
                 form.add_error(FIELD_OF.get(exc.field or "", None), exc.message)
