@@ -310,11 +310,14 @@ def job_for_reader(*, pk: Any, user: Any) -> AnalysisJob:
 # --- threads -------------------------------------------------------------------------------
 
 def threads_readable_by(user: Any) -> QuerySet[Thread]:
-    return Thread.objects.filter(comparison__in=comparisons_readable_by(user).values("pk"))
+    """Threads of a comparison, or (diff-line and patch threads) of a patch, ``user`` may read."""
+    return Thread.objects.filter(Q(comparison__in=comparisons_readable_by(user).values("pk"))
+                                 | Q(comparison__isnull=True,
+                                     patch__in=patches_readable_by(user).values("pk")))
 
 
 def thread_for_reader(*, pk: Any, user: Any) -> Thread:
-    """The thread ``pk`` if ``user`` may read its comparison, else Http404."""
+    """The thread ``pk`` if ``user`` may read its comparison (or patch), else Http404."""
     thread = threads_readable_by(user).filter(pk=pk).first()
     if thread is None:
         raise Http404("no such thread")

@@ -455,3 +455,67 @@ def report_header(comparison: Comparison) -> Any:
 #: A patch subject: ``subsystem: what`` or ``[PATCH v2 1/3] md/raid5: ...`` (a comparison titled
 #: "raid5 reads on 6.1 vs 7.2: ..." is not one).
 PATCH_SUBJECT = re.compile(r"^\s*(\[[^\]]*\]\s*)?[\w./-]+: \S")
+
+
+# --- threads (issue 8) ----------------------------------------------------------------------
+
+def thread_get_for_user(*, pk: int, user: Any) -> Any:
+    """A thread whose comparison or patch the user may read, else Http404
+    (reviewapp.access.thread_for_reader)."""
+    from reviewapp.access import thread_for_reader
+
+    thread = thread_for_reader(pk=pk, user=user)
+    return type(thread).objects.select_related("comparison__patch", "patch", "created_by").get(
+        pk=thread.pk)
+
+
+def comment_get_for_user(*, pk: int, user: Any) -> Any:
+    from reviewapp.models import Comment
+
+    comment = Comment.objects.select_related("thread").filter(pk=pk).first()
+    if comment is None:
+        raise Http404("no such comment")
+    thread_get_for_user(pk=comment.thread_id, user=user)
+    return comment
+
+
+def thread_list(*, comparison: Comparison | None = None, patch: Patch | None = None) -> list[Any]:
+    """Threads with their comments (authors, revision counts) in three queries, oldest first.
+    Empty general threads (the comparison's old plain "Discussion" without comments) are left
+    out."""
+    from django.db.models import Count, Prefetch
+
+    from reviewapp.models import Comment, Thread
+
+    qs = Thread.objects.all()
+    qs = qs.filter(comparison=comparison) if comparison is not None else qs.filter(patch=patch)
+    comments = Comment.objects.select_related("author").annotate(
+        n_revisions=Count("revisions")).order_by("created", "pk")
+    threads = list(qs.select_related("created_by", "resolved_by").prefetch_related(
+        Prefetch("comments", queryset=comments)).order_by("created", "pk"))
+    return [t for t in threads if t.comments.all()]
+
+
+def unresolved_count(*, comparisons: Any = None, patches: Any = None) -> int:
+    """Unresolved threads (with at least one comment) on these comparisons and patches."""
+    from django.db.models import Q
+
+    from reviewapp.models import Thread
+
+    q = Q(pk__in=[])
+    if comparisons is not None:
+        q |= Q(comparison__in=comparisons)
+    if patches is not None:
+        q |= Q(patch__in=patches)
+    return Thread.objects.filter(q, resolved=False, comments__isnull=False).distinct().count()
+
+
+def patch_unresolved(patch: Patch, user: Any) -> int:
+    return unresolved_count(comparisons=comparison_list_for_user(user).filter(patch=patch),
+                            patches=[patch])
+
+
+def series_unresolved(series: Series, user: Any) -> int:
+    patches = list(series.patches.all())
+    return unresolved_count(comparisons=comparison_list_for_user(user).filter(
+        patch__in=patches), patches=patches)

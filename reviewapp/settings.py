@@ -48,6 +48,9 @@ if TESTING:
     os.environ.setdefault("BLKREVIEW_ANALYSIS_QUEUE", f"analysis-test-{os.getpid()}")
     os.environ.setdefault("BLKREVIEW_REPLAY_QUEUE", f"replay-test-{os.getpid()}")
     os.environ.setdefault("BLKREVIEW_NOTIFY_QUEUE", f"notify-test-{os.getpid()}")
+    # the test worker's mail lands in files the tests read
+    os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
+    os.environ.setdefault("EMAIL_FILE_PATH", tempfile.mkdtemp(prefix="blkreview-test-mail-"))
     os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="blkreview-test-media-"))
     # with STORAGE_URL=s3...: this run's key prefix in the bucket (the worker inherits it)
     os.environ.setdefault("AWS_LOCATION", f"test-{os.getpid()}")
@@ -325,6 +328,8 @@ CELERY_TASK_ROUTES = {
     "reviewapp.tasks.analyze_bundle": {"queue": BLKREVIEW_ANALYSIS_QUEUE},
     "reviewapp.tasks.notify*": {"queue": BLKREVIEW_NOTIFY_QUEUE},
     "reviewapp.tasks.webhook*": {"queue": BLKREVIEW_NOTIFY_QUEUE},
+    "reviewapp.tasks.send_comment_notifications": {"queue": BLKREVIEW_NOTIFY_QUEUE},
+    "reviewapp.tasks.deliver_webhook": {"queue": BLKREVIEW_NOTIFY_QUEUE},
     "reviewapp.tasks.*": {"queue": BLKREVIEW_ANALYSIS_QUEUE},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -438,6 +443,7 @@ BLKREVIEW_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("BLKREVIEW_WEBHOOK_TIME
 # The embedded default prints mail on the console; a deployment sets EMAIL_BACKEND + EMAIL_HOST.
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "blkreview <blkreview@localhost>")
 #: Absolute base of links in mails and webhook payloads, e.g. https://blkreview.example.org

@@ -311,3 +311,29 @@ def analyze_bundle(self: Task, job_id: int, **kwargs: Any) -> str:
     if kwargs:
         log.warning("analyze_bundle: ignoring unexpected arguments %s", sorted(kwargs))
     return run_analysis(int(job_id), task_id=self.request.id or "")
+
+
+# --- collaboration (issue 8): mail notifications and webhook deliveries -----------------------
+
+@app.task(name=c.TASK_NOTIFY, acks_late=True, ignore_result=True)
+def send_comment_notifications(comment_id: int, **kwargs: Any) -> int:
+    """Mail the participants and mentioned users of one comment (sent after commit)."""
+    if kwargs:
+        log.warning("send_comment_notifications: ignoring unknown arguments %s", sorted(kwargs))
+    from reviewapp.services.notifications import notification_send
+
+    return notification_send(comment_id=comment_id)
+
+
+@app.task(name=c.TASK_WEBHOOK, bind=True, acks_late=True, ignore_result=True, max_retries=None)
+def deliver_webhook(self: Task, delivery_id: int, **kwargs: Any) -> None:
+    """POST one webhook delivery; on failure retry with backoff until the attempts run out."""
+    if kwargs:
+        log.warning("deliver_webhook: ignoring unknown arguments %s", sorted(kwargs))
+    from django.conf import settings
+
+    from reviewapp.services.webhooks import webhook_deliver
+
+    retry_in = webhook_deliver(delivery_id=delivery_id)
+    if retry_in is not None:
+        raise self.retry(countdown=retry_in, queue=settings.BLKREVIEW_NOTIFY_QUEUE)

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from reviewapp.views import auth, comparisons, pages, series, tokens
+from reviewapp.views import auth, comparisons, pages, series, threads, tokens
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -22,6 +22,16 @@ urlpatterns = [
     path("series/<int:pk>/", series.series_detail, name="series-detail"),
     path("series/<int:pk>/relink/", series.series_relink_view, name="series-relink"),
     path("patches/<int:pk>/", series.patch_detail, name="patch-detail"),
+    path("comparisons/<int:pk>/threads/", threads.comparison_thread_create,
+         name="comparison-thread-create"),
+    path("patches/<int:pk>/threads/", threads.patch_thread_create, name="patch-thread-create"),
+    path("threads/<int:pk>/", threads.thread_detail, name="thread-detail"),
+    path("threads/<int:pk>/reply/", threads.thread_reply, name="thread-reply"),
+    path("threads/<int:pk>/resolve/", threads.thread_resolve, name="thread-resolve"),
+    path("comments/<int:pk>/edit/", threads.comment_edit_view, name="comment-edit"),
+    path("comments/<int:pk>/delete/", threads.comment_delete_view, name="comment-delete"),
+    path("comments/<int:pk>/history/", threads.comment_history, name="comment-history"),
+    path("notifications/", threads.notification_settings, name="notification-settings"),
     path("tokens/", tokens.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", tokens.token_revoke_view, name="token-revoke"),
     path("accounts/login/", auth.LoginView.as_view(), name="login"),

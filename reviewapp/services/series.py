@@ -50,11 +50,10 @@ def parse_series_upload(data: bytes | str, *, field: str = "mbox") -> SeriesMail
 
 
 def _visible_q(user: Any) -> Q:
-    if getattr(user, "is_authenticated", False):
-        if user.is_staff:
-            return Q()
-        return Q(public=True) | Q(submitted_by=user)
-    return Q(public=True)
+    """Series the user may read (reviewapp.access.series_readable_by) as a filter."""
+    from reviewapp.access import series_readable_by
+
+    return Q(pk__in=series_readable_by(user).values("pk"))
 
 
 def find_previous_version(series: Series, *, mails: list[str], user: Any) -> tuple[Series | None, str]:
@@ -175,11 +174,12 @@ def series_relink(*, series: Series, previous: Series | None, user: Any) -> Seri
     Only the uploader of ``series`` (or staff) may; ``previous`` must be visible to them and
     must not make a cycle.
     """
+    from reviewapp.access import can_change_series
     from reviewapp.services import NotAllowed
 
-    if not getattr(user, "is_authenticated", False) or not (
-            user.is_staff or series.submitted_by_id == user.pk):
-        raise NotAllowed("only the uploader of a series can relink its versions")
+    if not can_change_series(user, series):
+        raise NotAllowed("only the uploader of a series (or whom they share it with for "
+                         "changes) can relink its versions")
     if previous is not None:
         if not Series.objects.filter(_visible_q(user), pk=previous.pk).exists():
             raise UploadRejected(f"previous: no series #{previous.pk}", field="previous")

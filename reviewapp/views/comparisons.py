@@ -149,7 +149,10 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
     comments = comparison_comments(comparison)
     bundles = side_bundles(comparison, files=True)
     index_devices = [{**d, "stage_label": stage_label(d)} for d in index.get("devices", [])]
+    from reviewapp.views.threads import thread_context
+
     return render(request, "reviewapp/comparison.html", {
+        **thread_context(request, comparison=comparison),
         "comparison": comparison,
         "patch": comparison.patch,
         "bundles": bundles,

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from reviewapp import constants as c
+from reviewapp.access import can_change_series
 from reviewapp.diffview import diff_lines
 from reviewapp.models import Event, Series
 from reviewapp.selectors import (
@@ -23,6 +24,7 @@ from reviewapp.selectors import (
     series_get_for_user,
     series_key_numbers,
     series_list_for_user,
+    series_unresolved,
     series_versions,
 )
 from reviewapp.services import ServiceError
@@ -96,13 +98,13 @@ def series_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "verdicts": list(s.verdicts.select_related("user")),
             "patch_verdicts": sum(p.verdicts.count() for p in patches),
             "current": s.pk == series.pk,
+            "unresolved": series_unresolved(s, request.user),
         })
     return render(request, "reviewapp/series_detail.html", {
         "series": series, "columns": columns,
         "numbers": series_key_numbers(versions, comparisons),
         "relink_form": RelinkForm(initial={"previous": series.previous_id}),
-        "can_relink": request.user.is_authenticated and (
-            request.user.is_staff or series.submitted_by_id == request.user.pk),
+        "can_relink": can_change_series(request.user, series),
     })
 
 
@@ -164,7 +166,12 @@ def patch_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if patch.series_id:
         siblings = list(patch.series.patches.order_by("position", "pk").only(
             "pk", "position", "title"))
+    from reviewapp.selectors import patch_unresolved
+    from reviewapp.views.threads import thread_context
+
     return render(request, "reviewapp/patch_detail.html", {
+        **thread_context(request, patch=patch),
+        "unresolved_all": patch_unresolved(patch, request.user),
         "patch": patch, "series": patch.series if patch.series_id else None,
         "siblings": siblings, "comparisons": comparisons,
         "diff": diff_lines(patch.diff),
