@@ -296,7 +296,8 @@ def series_key_numbers(versions: list[Series], comparisons: dict[int, list[Compa
                 rows[(str(m.get("device")), str(m.get("label")))] = m
         per_version.append(rows)
         columns.append({"series": s, "comparison": cmp,
-                        "check": ((data.get("check") or {}).get("state") if data else None)})
+                        "check": VERDICT_TO_CHECK.get(str((data.get("check") or {}).get(
+                            "state")), None) if data else None})
     keys: list[tuple[str, str]] = []
     for rows in per_version:
         for k in rows:
@@ -350,7 +351,8 @@ def patch_checks(patch: Patch) -> list[Any]:
 
 
 #: A comparison's check verdict as a Patchwork check state.
-VERDICT_TO_CHECK = {"pass": c.CHECK_STATE_SUCCESS, "warn": c.CHECK_STATE_WARNING,
+VERDICT_TO_CHECK = {"success": c.CHECK_STATE_SUCCESS, "warning": c.CHECK_STATE_WARNING,
+                    "pass": c.CHECK_STATE_SUCCESS, "warn": c.CHECK_STATE_WARNING,
                     "fail": c.CHECK_STATE_FAIL, "error": c.CHECK_STATE_FAIL}
 
 
