@@ -118,16 +118,18 @@ class TagWait(Exception):
 @njit(cache=True)
 def _ev(EV: Any, S: Any, t: int, dev: int, pid: int, act: int, rwbs: int, sec: int, nr: int,
         aux: int, aux2: int) -> None:
+    # EV is column-major (one row per field): the event table takes each field as a
+    # contiguous column without a strided copy
     i = S[S_EVN]
-    EV[i, 0] = t
-    EV[i, 1] = dev
-    EV[i, 2] = pid
-    EV[i, 3] = act
-    EV[i, 4] = rwbs
-    EV[i, 5] = sec
-    EV[i, 6] = nr
-    EV[i, 7] = aux
-    EV[i, 8] = aux2
+    EV[0, i] = t
+    EV[1, i] = dev
+    EV[2, i] = pid
+    EV[3, i] = act
+    EV[4, i] = rwbs
+    EV[5, i] = sec
+    EV[6, i] = nr
+    EV[7, i] = aux
+    EV[8, i] = aux2
     S[S_EVN] = i + 1
 
 
@@ -957,7 +959,7 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
     """Run until the heap is empty (returns 0) or a buffer is low (returns 1: grow, call again)."""
     bio_based = L[top, L_KIND] != KIND_DISK
     while S[S_HN] > 0 or S[S_HNU] > 0:
-        if EV.shape[0] - S[S_EVN] < margin_ev or S[S_BFREE] < margin_pool or \
+        if EV.shape[1] - S[S_EVN] < margin_ev or S[S_BFREE] < margin_pool or \
                 S[S_PFREE] < margin_pool or S[S_RFREE] < margin_pool or \
                 H.shape[0] - S[S_HN] < margin_pool or HU.shape[0] - S[S_HNU] < margin_pool or \
                 E[0].shape[1] - np.max(E[3]) < margin_pool:
@@ -1066,7 +1068,7 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
              pid: npt.NDArray[np.int64], time_ns: npt.NDArray[np.int64],
              units: npt.NDArray[np.int64], threads: npt.NDArray[np.int64],
              step_ns: int, think_ns: int) -> tuple[npt.NDArray[np.int64], int]:
-    """Run the compiled engine; returns (event rows [n, 9], number of requests).
+    """Run the compiled engine; returns (event columns [9, n], number of requests).
 
     ``units``: int64 [n, 3] (first bio, end bio, thread) per unit, bios of a unit contiguous
     and units of a thread contiguous; ``threads``: int64 [m, 3] (first unit, end unit, depth).
@@ -1138,7 +1140,7 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     HU = np.zeros((nu + 1, 4), dtype=np.int64)  # unit starts: every unit may be scheduled up front
     pieces = int(np.sum(nr // max(min_piece * 8, 1))) + 2 * nb
     ev_rows = min(max(nb + 8 * pieces, MIN_EVENTS), MAX_EVENTS_BUFFER) + 2 * margin_ev
-    EV = np.zeros((ev_rows, 9), dtype=np.int64)
+    EV = np.zeros((9, ev_rows), dtype=np.int64)
     chunks: list[npt.NDArray[np.int64]] = []
     PL = np.zeros(4096, dtype=np.int64)
     TMP = np.zeros(4096, dtype=np.int64)
@@ -1160,9 +1162,9 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
             raise RuntimeError("fast replay ran out of pool space")
         if status == 0:
             break
-        if EV.shape[0] - S[S_EVN] < margin_ev:
-            # hand the filled rows over and reuse the buffer (no doubling copies)
-            chunks.append(EV[:S[S_EVN]].copy())
+        if EV.shape[1] - S[S_EVN] < margin_ev:
+            # hand the filled events over and reuse the buffer (no doubling copies)
+            chunks.append(EV[:, :S[S_EVN]].copy())
             S[S_EVN] = 0
         if S[S_BFREE] < margin_pool:
             B, FB, S[S_BFREE] = _grow_pool(B, FB, int(S[S_BFREE]))
@@ -1183,9 +1185,9 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
             srv._units = [float(x) for x in SVU[i, :len(srv._units)]]
             srv._bus_free, srv._last_c, srv.head = float(SV[i, 2]), float(SV[i, 3]), int(SV[i, 4])
             srv.busy_ns += float(SV[i, 5])
-    chunks.append(EV[:S[S_EVN]])
-    rows = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
-    return rows, int(S[S_NREQ])
+    chunks.append(EV[:, :S[S_EVN]])
+    cols = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=1)
+    return cols, int(S[S_NREQ])
 
 
 def _new_elevator(nn: int, cap: int) -> tuple[Any, ...]:

@@ -575,33 +575,40 @@ def _replay_fast(eng: Engine, bios: BioStream, stack: Stack, policy: Policy, see
 
 
 def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int,
-           arr: npt.NDArray[np.int64] | None = None) -> EventTable:
-    if arr is None:
+           cols: npt.NDArray[np.int64] | None = None) -> EventTable:
+    """The recorded events as an EventTable: ``cols`` is ``[9, n]`` (time, dev, pid, action,
+    rwbs, sector, nr, aux, aux2) from the compiled engine, or the Python engine's rows.
+
+    Events are recorded in time order almost always; the stable sort only runs when they are
+    not, and per-device sequence numbers come from one mask per device of the stack (a handful)
+    instead of a sort of millions of rows."""
+    if cols is None:
         rows = eng.ev_rows
-        arr = np.array(rows, dtype=np.int64) if rows else np.zeros((0, 9), dtype=np.int64)
-    order = np.argsort(arr[:, 0], kind="stable")
-    if not np.array_equal(order, np.arange(len(order))):
-        arr = arr[order]
-    t = arr[:, 0]
+        cols = (np.array(rows, dtype=np.int64).T.copy() if rows
+                else np.zeros((9, 0), dtype=np.int64))
+    t = cols[0]
+    if len(t) > 1 and bool(np.any(t[1:] < t[:-1])):
+        cols = cols[:, np.argsort(t, kind="stable")]
+        t = cols[0]
     if len(t):
-        t = t - t.min()
-    dev = arr[:, 1]
-    seq = np.zeros(len(arr), dtype=np.int64)
-    if len(arr):
-        o = np.argsort(dev, kind="stable")
-        ds = dev[o]
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(ds)) + 1])
-        lengths = np.diff(np.append(starts, len(ds)))
-        seq[o] = np.arange(len(ds)) - np.repeat(starts, lengths) + 1
-    pid = arr[:, 2]
+        t = t - t[0]
+    dev = cols[1]
+    seq = np.zeros(len(t), dtype=np.int64)
+    for d in stack.by_dev():
+        idx = np.flatnonzero(dev == d)
+        seq[idx] = np.arange(1, len(idx) + 1)
+    for d in np.unique(dev[seq == 0]):  # a device outside the stack (none expected)
+        idx = np.flatnonzero(dev == d)
+        seq[idx] = np.arange(1, len(idx) + 1)
+    pid = cols[2]
     limits = all_limits(stack, policy)
     devices = {node.dev: DeviceInfo(dev=node.dev, name=node.name,
                                     limits=limits[node.dev].to_sysfs())
                for node in stack.nodes()}
     comm = np.where(pid == 0, 0, 1)
-    return EventTable({"time_ns": t, "seq": seq, "dev": dev, "cpu": np.zeros(len(arr)),
-                       "pid": pid, "action": arr[:, 3], "rwbs": arr[:, 4], "sector": arr[:, 5],
-                       "nr_sectors": arr[:, 6], "aux": arr[:, 7], "aux2": arr[:, 8],
+    return EventTable({"time_ns": t, "seq": seq, "dev": dev, "cpu": np.zeros(len(t)),
+                       "pid": pid, "action": cols[3], "rwbs": cols[4], "sector": cols[5],
+                       "nr_sectors": cols[6], "aux": cols[7], "aux2": cols[8],
                        "comm": comm},
                       comms=["(null)", bios.comm], devices=devices, time_known=True,
                       meta={"model": {"predicted": True, "policy": policy.to_dict(),
