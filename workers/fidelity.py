@@ -193,7 +193,7 @@ def score_capture(path: str | os.PathLike[str], *, mode: str = "auto",
     from workers.traces import ingest
 
     path = Path(path)
-    from workers.cli.common import directory_files
+    from workers.traces.directory import directory_files
 
     name = path.name
     skipped: list[str] = []

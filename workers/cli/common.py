@@ -41,27 +41,16 @@ def device_arg(text: str) -> str:
 
 
 def directory_files(directory: Path, warnings: list[str] | None = None) -> list[str]:
-    """Files of a capture directory taken as one bundle.
+    """Files of a capture directory taken as one bundle
+    (:func:`workers.traces.directory.directory_files`); the skips go to stderr unless a
+    ``warnings`` list takes them."""
+    from workers.traces.directory import directory_files as files_of
 
-    Files of no known format (notes, command logs) are skipped with a warning on stderr, and
-    when the directory holds raw blktrace files the blkparse text rendered from them is
-    skipped too: it is the same events twice (``ingest`` would drop it anyway, this keeps the
-    file list short). With a ``warnings`` list the skips are appended there instead.
-    """
-    from workers.traces import detect_format
-
-    found: list[tuple[str, str]] = []
-    for f in sorted(x for x in directory.rglob("*") if x.is_file() and x.stat().st_size > 0):
-        try:
-            found.append((str(f), detect_format(f, name=str(f))))
-        except ParseError:
-            msg = f"{f}: not a trace, summary or manifest; skipped"
-            if warnings is None:
-                sys.stderr.write(f"warning: {msg}\n")
-            else:
-                warnings.append(msg)
-    has_binary = any(fmt == "blktrace" for _, fmt in found)
-    return [f for f, fmt in found if not (has_binary and fmt == "blkparse")]
+    skipped: list[str] = []
+    out = files_of(directory, skipped if warnings is None else warnings)
+    for msg in skipped:
+        sys.stderr.write(f"warning: {msg}\n")
+    return out
 
 
 def bundle_files(args: list[str]) -> list[str]:
