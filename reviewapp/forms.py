@@ -152,3 +152,23 @@ class LimitedAuthenticationForm(LoginLimitMixin, AuthenticationForm):
 
 class LimitedAdminAuthenticationForm(LoginLimitMixin, AdminAuthenticationForm):
     """The admin's login form (same counters)."""
+
+
+#: Levels of a mechanism rule, as the check reads them (workers.compare.Thresholds.rule_*).
+RULE_LEVELS = (("0", "off"), ("1", "warning"), ("2", "fail"))
+
+
+class RulesForm(forms.Form):
+    """The check's mechanism rules of one comparison: one choice (off / warning / fail) each.
+
+    Built from ``workers.compare.Thresholds().rules()`` so a new rule appears here by itself.
+    """
+
+    def __init__(self, *args: Any, rules: list[dict[str, Any]] | None = None, **kwargs: Any
+                 ) -> None:
+        super().__init__(*args, **kwargs)
+        from workers.compare import Thresholds
+
+        for r in rules or Thresholds().rules():
+            self.fields[r["name"]] = forms.ChoiceField(
+                choices=RULE_LEVELS, label=r["rule"], initial=str(r["level"]))

@@ -18,7 +18,8 @@ Every chart of a section shares its axes across panels (same categories, same y 
 time range) and every side keeps one colour on every chart of the page (:data:`COLORS`).
 Chart data is what the analyzers already decimated (LBA scatter points, time bins); nothing
 is expanded here. With several runs on a side, histograms are summed, scalar numbers are the
-mean per run, and series (time, scatter) come from the first run, which the notes say.
+mean per run, and series (time, LBA scatter) are given for every run (``"run"`` on the chart,
+switched by the page's run selector).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ LABELS = {"baseline": "Baseline", "patched": "Patched",
           "predicted_old": "Predicted old policy", "predicted_new": "Predicted new policy"}
 #: Sections in page order: (id, title).
 SECTIONS: tuple[tuple[str, str], ...] = (
+    ("verdicts", "Verdicts: mechanism and timing"),
     ("fragmentation", "Fragmentation"),
     ("seek", "Seek"),
     ("throughput", "Throughput"),
@@ -418,7 +420,8 @@ def throughput_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
         lambda who, st: f"MB/s and IOPS over time, {who}: counted from the {st} events "
                         f"(no C events).")
     if any(len(per_side.get(s, [])) > 1 for s in SIDES):
-        notes.append("time series show the first run of each side")
+        notes.append("time series: one run at a time (pick one with Run); numbers are the "
+                     "mean per run")
     return {"charts": charts, "tables": tables, "notes": notes}
 
 
@@ -689,6 +692,167 @@ def _fmt_any(v: Any) -> str:
     return str(v)
 
 
+# --- verdicts: the summary's facts, roll-ups with their members, order across members --------
+
+def summary_facts(words: Mapping[str, Any]) -> dict[str, Any]:
+    """What the page's summary box shows (stored with the check): the headline, the timing
+    verdict and every fact with the section, chart and device that show it."""
+    def facts(key: str, limit: int = 50) -> list[dict[str, Any]]:
+        return [{k: f.get(k) for k in ("text", "kind", "verdict", "dev", "section", "chart")}
+                for f in (words.get(key) or [])[:limit] if isinstance(f, Mapping)]
+
+    timing = words.get("timing") or {}
+    return {"headline": str(words.get("headline") or ""), "also": str(words.get("also") or ""),
+            "mechanism": facts("improved") + facts("regressed") + facts("changed"),
+            "also_facts": facts("also_facts", 12),
+            "timing": {"text": str(timing.get("text") or ""),
+                       "state": str(timing.get("state") or ""),
+                       "facts": [{k: f.get(k) for k in ("text", "kind", "verdict", "dev",
+                                                        "section", "chart")}
+                                 for f in (timing.get("facts") or [])[:6]]},
+            "predictions": [{k: p.get(k) for k in ("text", "dev", "label", "predicted",
+                                                   "observed", "mismatch", "section", "chart")}
+                            for p in (words.get("predictions") or [])]}
+
+
+VERDICT_COLUMNS = ["", "kind", "Baseline", "Patched", "Δ %", "spread across members",
+                   "Verdict", "why / statistics"]
+
+
+def _verdict_row(m: Mapping[str, Any]) -> list[Any]:
+    from workers.compare import change_text, timing_statistics
+
+    unit = str(m.get("unit") or "")
+    b, p = (m.get("baseline") or {}), (m.get("patched") or {})
+    null = NULL_NOTE
+    bt = change_text(b.get("mean"), None, unit, null=b.get("null") or null).split(" -> ")[0]
+    pt = change_text(p.get("mean"), None, unit, null=p.get("null") or null).split(" -> ")[0]
+    spread = ""
+    sp = m.get("spread") or {}
+    if sp.get("baseline") and sp.get("patched"):
+        from workers.compare import format_value
+
+        spread = (f"{format_value(sp['baseline'][0], unit)}..{format_value(sp['baseline'][1], unit)}"
+                  f" → {format_value(sp['patched'][0], unit)}.."
+                  f"{format_value(sp['patched'][1], unit)}")
+    why = ""
+    if m.get("reason"):
+        why = str(m["reason"])
+    elif m.get("needs"):
+        why = str(m["needs"].get("basis") or "")
+    elif m.get("p_value") is not None:
+        why = timing_statistics(m)
+    elif m.get("varies"):
+        why = "runs of " + " and ".join(m["varies"]) + " differ"
+    pct = m.get("pct")
+    return [m.get("label"), m.get("kind"), bt, pt, None if pct is None else f"{pct:+.1f}%",
+            spread or None, m.get("verdict"), why or None]
+
+
+NULL_NOTE = "–"
+
+
+def verdicts_section(compare: Mapping[str, Any] | None, dev: str,
+                     names: Mapping[str, str]) -> dict[str, Any]:
+    """The device's verdict rows; for a member disk, its array's roll-up first and the member's
+    own rows one click below; the order of the stack's pieces across members, both sides."""
+    if not compare:
+        return {"charts": [], "tables": [], "notes": ["No comparison computed."]}
+    rows = [m for m in compare.get("metrics") or [] if isinstance(m, Mapping)]
+    group = next((g for g in compare.get("groups") or [] if dev in (g.get("members") or [])),
+                 None)
+    tables: list[dict[str, Any]] = []
+    notes: list[str] = []
+    if group:
+        gname = str(group["name"])
+        tables.append({"id": "rollup", "title": f"{gname} (sum of rates and counts, mean of "
+                       "the rest; spread across the members)", "columns": VERDICT_COLUMNS,
+                       "rows": [_verdict_row(m) for m in rows if m.get("device") == gname]})
+        tables.append({"id": "member", "collapsed": True,
+                       "title": f"{names.get(dev, dev)} alone (one of {len(group['members'])} "
+                       "members; the check uses the roll-up)", "columns": VERDICT_COLUMNS,
+                       "rows": [_verdict_row(m) for m in rows if m.get("device") == dev]})
+    else:
+        tables.append({"id": "device", "title": f"{names.get(dev, dev)}",
+                       "columns": VERDICT_COLUMNS,
+                       "rows": [_verdict_row(m) for m in rows if m.get("device") == dev]})
+    facts = [f for f in compare.get("facts") or [] if f.get("device") == dev
+             or (group and f.get("device") == group.get("top"))]
+    if facts:
+        tables.append({"id": "facts", "title": "Mechanism facts (histograms and sequences, "
+                       "compared exactly)", "columns": ["fact", "Verdict"],
+                       "rows": [[f.get("text"), f.get("verdict")] for f in facts]})
+    top = group.get("top") if group else dev
+    order = (compare.get("member_order") or {}).get(top) if top else None
+    if order:
+        tables.append(member_order_table(order))
+    if not tables[0]["rows"]:
+        notes.append("No metric of this device is present on both sides.")
+    return {"charts": [], "tables": tables, "notes": notes}
+
+
+def member_order_table(order: Mapping[str, Any]) -> dict[str, Any]:
+    """Cross-device order: the first parent bios of the top device, both sides side by side,
+    each with its pieces as ``member@offset`` in issue order."""
+    def cell(par: Mapping[str, Any] | None) -> str | None:
+        if not par:
+            return None
+        pieces = ", ".join(f"{x['member']}@{x['offset_kb']}K" for x in par.get("pieces") or [])
+        mark = "" if par.get("ascending") else "  ← not ascending"
+        return f"{par['sector']} + {par['nr_sectors']}: {pieces}{mark}"
+
+    sides = {s: (order.get(s) or {}) for s in SIDES}
+    parents = {s: list(sides[s].get("parents") or []) for s in SIDES}
+    n = max((len(v) for v in parents.values()), default=0)
+    rows = [[str(i + 1), *(cell(parents[s][i] if i < len(parents[s]) else None)
+                           for s in SIDES)] for i in range(n)]
+    share = {s: sides[s].get("out_of_order_share") for s in SIDES}
+    name = next((str(v.get("name")) for v in sides.values() if v.get("name")), "")
+    title = (f"Order across the members of {name}: the first parent bios in issue order, "
+             f"member@offset within the bio (out of order: "
+             + " → ".join("–" if share[s] is None else f"{100 * share[s]:.1f}%" for s in SIDES)
+             + ")")
+    return {"id": "member-order", "title": title,
+            "columns": ["bio", "Baseline", "Patched"], "rows": rows}
+
+
+def run_charts(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+               build: Callable[[Mapping[str, Sequence[Mapping[str, Any]]]], Mapping[str, Any]],
+               ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The charts ``ids`` of a section for every run after the first (run index 1..), each
+    tagged ``run`` so the page's run selector can switch between them; run 0 is the section's
+    own chart."""
+    n = max((len(v) for v in per_side.values()), default=0)
+    out: list[dict[str, Any]] = []
+    for i in range(1, n):
+        one = {s: [v[min(i, len(v) - 1)]] for s, v in per_side.items() if v}
+        for c in build(one).get("charts") or []:
+            if c.get("id") in ids:
+                out.append({**c, "run": i})
+    return out
+
+
+def add_run_charts(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+                   verdicts: Mapping[str, Mapping[str, Any]], bin_s: Mapping[str, float],
+                   ordering: dict[str, Any], throughput: dict[str, Any]) -> None:
+    """With several runs on a side, the LBA scatter and the time series of every run (the
+    page's run selector shows one run at a time; distributions stay pooled)."""
+    if max((len(v) for v in per_side.values()), default=0) < 2:
+        return
+    for payload, ids, build in (
+            (ordering, ("lba",), lambda one: ordering_section(one, verdicts)),
+            (throughput, ("mbps", "iops"),
+             lambda one: throughput_section(one, verdicts, bin_s))):
+        for c in payload.get("charts") or []:
+            if c.get("id") in ids:
+                c["run"] = 0
+        payload["charts"] = list(payload.get("charts") or []) + run_charts(per_side, build, ids)
+    runs = {s: len(v) for s, v in per_side.items()}
+    ordering.setdefault("notes", []).append(
+        f"LBA over time: one run at a time (runs: {runs['baseline']} baseline, "
+        f"{runs['patched']} patched; pick one with Run); histograms pool every run.")
+
+
 # --- everything ----------------------------------------------------------------------------
 
 def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
@@ -714,6 +878,8 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
                               "sections": [{"id": i, "title": t} for i, t in SECTIONS]}
     bin_s = {s: (float(side_results[s][0].get("bin_ns") or 0) / 1e9 if side_results.get(s)
                  else 0.0) for s in SIDES}
+    all_names = {str(k): str(v.get("name") or k) for runs in side_results.values()
+                 for r in runs for k, v in (r.get("devices") or {}).items()}
     for dev in devices_of({s: [dict(r) for r in v] for s, v in side_results.items()}):
         per_side = {s: device_runs(side_results.get(s, []), dev) for s in SIDES}
         verdicts = verdict_index(compare, dev)
@@ -732,8 +898,11 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
                                         **throughput_section(per_side, verdicts, bin_s)}
         out[("latency", dev, "")] = {**base, "section": "latency",
                                      **latency_section(per_side, verdicts)}
-        out[("ordering", dev, "")] = {**base, "section": "ordering",
-                                      **ordering_section(per_side, verdicts)}
+        ordering = dict(ordering_section(per_side, verdicts))
+        add_run_charts(per_side, verdicts, bin_s, ordering, out[("throughput", dev, "")])
+        out[("ordering", dev, "")] = {**base, "section": "ordering", **ordering}
+        out[("verdicts", dev, "")] = {**base, "section": "verdicts",
+                                      **verdicts_section(compare, dev, all_names)}
         out[("model", dev, "")] = {**base, "section": "model",
                                    **model_section(model, dev, per_side)}
         # seek: the default stage (what the results used) plus every stage of the selector

@@ -166,6 +166,7 @@ def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],
     """``(compare output, check verdict)``; the verdict as the API serves it:
     ``{"state": success|warning|fail, "reasons": [...], "notes": [...], "summary": "...",
     "timing": "...", "rules": [...], "runs_note": ..., "thresholds": {...}}``."""
+    from reviewapp.sections import summary_facts
     from workers.compare import compare
     from workers.summary import with_summary
 
@@ -179,6 +180,7 @@ def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],
                "summary": check.get("summary") or "",
                "timing": check.get("timing") or "",
                "rules": check.get("rules") or [],
+               "words": summary_facts(out.get("words") or {}),
                "runs_note": check.get("runs_note"),
                "thresholds": check.get("thresholds") or thresholds}
     return out, verdict

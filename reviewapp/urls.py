@@ -17,6 +17,7 @@ urlpatterns = [
     path("comparisons/<int:pk>/report.txt", comparisons.report, name="comparison-report"),
     path("comparisons/<int:pk>/comments/", comparisons.comment, name="comparison-comment"),
     path("comparisons/<int:pk>/runs/", comparisons.add_runs, name="comparison-add-runs"),
+    path("comparisons/<int:pk>/rules/", comparisons.rules, name="comparison-rules"),
     path("series/", series.series_list, name="series-list"),
     path("series/new/", series.series_upload, name="series-upload"),
     path("series/<int:pk>/", series.series_detail, name="series-detail"),

@@ -19,7 +19,7 @@ from reviewapp.access import (
     comparison_for_writer,
     patches_usable_by,
 )
-from reviewapp.forms import AddRunsForm, CommentForm, UploadForm
+from reviewapp.forms import AddRunsForm, CommentForm, RulesForm, UploadForm
 from reviewapp.selectors import (
     chart_index,
     chart_payload,
@@ -168,6 +168,11 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
         "index_devices": index_devices,
         "default_device": default_device(index_devices),
         "sections": sec.SECTIONS,
+        "run_range": list(range(max([max((d.get("runs") or {}).values() or [1])
+                                     for d in index_devices] or [1]))),
+        "rules_form": RulesForm(rules=_rules_of(comparison)),
+        "can_edit_rules": request.user.is_authenticated and (
+            request.user.is_staff or comparison.created_by_id == request.user.pk),
     })
 
 
@@ -256,3 +261,38 @@ def add_runs(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.error(request, "Choose a side and at least one file.")
     return redirect(comparison)
+
+
+def _rules_of(comparison: Any) -> list[dict[str, Any]]:
+    """The comparison's rules with the levels in effect (settings defaults + its overrides)."""
+    from reviewapp.services.results import effective_thresholds
+    from workers.compare import Thresholds
+
+    th = effective_thresholds(comparison)
+    return Thresholds().with_overrides(
+        {k: v for k, v in th.items() if k in Thresholds.__dataclass_fields__}).rules()
+
+
+@login_required
+@require_POST
+def rules(request: HttpRequest, pk: int) -> HttpResponse:
+    """Set the mechanism rules of a comparison (its creator or staff); the step runs again."""
+    from reviewapp.services.results import comparison_thresholds_set
+
+    comparison = comparison_get_for_user(pk=pk, user=request.user)
+    if not (request.user.is_staff or comparison.created_by_id == request.user.pk):
+        messages.error(request, "Only the comparison's creator (or staff) may change its rules.")
+        return redirect(f"{comparison.get_absolute_url()}#check")
+    form = RulesForm(request.POST, rules=_rules_of(comparison))
+    if not form.is_valid():
+        messages.error(request, "Each rule is off, warning or fail.")
+        return redirect(f"{comparison.get_absolute_url()}#check")
+    overrides = dict(comparison.thresholds or {})
+    overrides.update({name: float(level) for name, level in form.cleaned_data.items()})
+    try:
+        comparison_thresholds_set(comparison=comparison, thresholds=overrides)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Rules saved; the check is being computed again.")
+    return redirect(f"{comparison.get_absolute_url()}#check")

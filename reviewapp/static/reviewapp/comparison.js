@@ -82,6 +82,24 @@
     return sel ? sel.value : "";
   }
 
+  function currentRun() {
+    var sel = document.getElementById("run-select");
+    return sel ? sel.value : "0";
+  }
+
+  function showRun() {
+    var run = currentRun();
+    document.querySelectorAll(".charts[data-run]").forEach(function (row) {
+      var show = row.dataset.run === run;
+      row.hidden = !show;
+      if (show) {
+        row.querySelectorAll(".plot[data-rendered]").forEach(function (p) {
+          if (window.Plotly && Plotly.Plots) { Plotly.Plots.resize(p); }
+        });
+      }
+    });
+  }
+
   function sectionUrl(section) {
     var params = new URLSearchParams();
     var dev = currentDevice();
@@ -135,6 +153,11 @@
     (data.charts || []).forEach(function (chart) {
       var row = el("div", "sides charts n" + chart.panels.length);
       row.dataset.chart = chart.id;
+      if (chart.run !== undefined) {
+        /* one chart per run (LBA, time series): the run selector shows one of them */
+        row.dataset.run = String(chart.run);
+        row.hidden = String(chart.run) !== currentRun();
+      }
       chart.panels.forEach(function (panel) {
         var side = el("div", "side " + panel.side);
         var plot = el("div", "plot");
@@ -154,7 +177,15 @@
       });
       body.appendChild(row);
     });
-    (data.tables || []).forEach(function (t) { body.appendChild(renderTable(t)); });
+    (data.tables || []).forEach(function (t) {
+      if (!t.collapsed) { body.appendChild(renderTable(t)); return; }
+      /* detail one click below (a member disk under its array's roll-up) */
+      var det = el("details", "table-detail");
+      det.dataset.table = t.id;
+      det.appendChild(el("summary", null, t.title));
+      det.appendChild(renderTable(t));
+      body.appendChild(det);
+    });
     if (data.text && Object.keys(data.text).length) {
       var det = el("details", "section-text");
       det.appendChild(el("summary", null, data.section === "seek" ?
@@ -249,6 +280,8 @@
         });
       });
     }
+    var runSel = document.getElementById("run-select");
+    if (runSel) { runSel.addEventListener("change", showRun); }
     var stage = document.getElementById("stage-select");
     if (stage) {
       stage.addEventListener("change", function () {

@@ -1,0 +1,94 @@
+"""Browser: the summary in words, a fact's link to its chart, and the run selector (issue 9).
+
+Three synthetic runs per side (one disk, D and C events; the patched side 15% slower with
+run-to-run noise) are analyzed and compared by the worker's own functions in this process and
+committed, then served by the live server to Debian's chromium driven by Playwright.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import finish_comparison
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+from synthetic_timing import timing_run_text  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def runs_comparison(transactional_db, user, make_upload):
+    from reviewapp.models import Patch
+    from reviewapp.services.bundles import bundle_create
+    from reviewapp.services.comparisons import comparison_create
+
+    def run(seed: int, slowdown: float) -> object:
+        text = timing_run_text(seed, slowdown=slowdown, n=600).encode()
+        bundle, _ = bundle_create(files=[make_upload(f"run{seed}.txt", text)], user=user)
+        return bundle
+
+    comparison = comparison_create(patch=Patch.objects.create(title="slower dispatch"),
+                                   baseline=[run(i, 1.0) for i in range(3)],
+                                   patched=[run(10 + i, 1 / 0.85) for i in range(3)], user=user)
+    return finish_comparison(comparison)
+
+
+@pytest.fixture
+def browser_page(monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(30_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def _visible_mbps(page) -> dict:
+    return page.evaluate("""() => {
+        const rows = [...document.querySelectorAll("#section-throughput .charts[data-chart='mbps']")];
+        const shown = rows.filter(r => !r.hidden);
+        const plot = shown.length ? shown[0].querySelector(".plot[data-side='baseline']") : null;
+        return {rows: rows.length, shown: shown.map(r => r.dataset.run),
+                y: plot && plot.data ? JSON.stringify(plot.data.map(t => t.y)) : null};
+    }""")
+
+
+def test_summary_link_to_chart_and_run_switch(runs_comparison, live_server, browser_page):
+    page = browser_page
+    page.goto(f"{live_server.url}{runs_comparison.get_absolute_url()}")
+    headline = page.locator("#summary-headline").inner_text()
+    assert headline.startswith("mechanism: no watched change; timing: regressed: ")
+    assert "MB/s" in headline and "Welch p=" in headline
+    assert page.locator("#check-state").inner_text() == "fail"
+
+    # a fact of the summary leads to its chart: the MB/s time series of the throughput section
+    link = page.locator("#summary .fact-timing a.fact-link").first
+    assert link.get_attribute("data-chart") == "mbps"
+    link.click()
+    page.wait_for_selector("body[data-followed='throughput|mbps']")
+    target = page.locator("#section-throughput .charts.fact-target[data-chart='mbps']")
+    assert target.count() == 1 and target.is_visible()
+    page.wait_for_selector("#section-throughput .charts[data-run='0'] .plot[data-rendered='1']")
+    first = _visible_mbps(page)
+    assert first["rows"] == 3 and first["shown"] == ["0"] and first["y"]
+
+    # the run selector shows another run's time series
+    page.select_option("#run-select", "2")
+    second = _visible_mbps(page)
+    assert second["shown"] == ["2"] and second["y"] and second["y"] != first["y"]
+    page.locator("#section-ordering").scroll_into_view_if_needed()
+    page.wait_for_selector("#section-ordering[data-state='loaded']")
+    shown = page.evaluate("""() => [...document.querySelectorAll(
+        "#section-ordering .charts[data-chart='lba']")].filter(r => !r.hidden)
+        .map(r => r.dataset.run)""")
+    assert shown == ["2"]

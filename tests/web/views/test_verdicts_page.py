@@ -1,0 +1,131 @@
+"""The comparison page says what changed (issue 9): the summary in words with links, the check's
+rules (editable by the creator), roll-up rows with the member one click below, the order across
+members, and one chart per run for the run selector."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from reviewapp.models import ComparisonChart, ComparisonResult
+from tests.conftest import finish_comparison
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engine"))
+from synthetic_timing import timing_run_text  # noqa: E402
+
+pytestmark = pytest.mark.django_db
+
+
+def _payload(comparison, section: str, dev: str) -> dict:
+    return json.loads(ComparisonChart.objects.get(comparison=comparison, section=section,
+                                                  dev=dev, stage="").payload)
+
+
+def test_seed000_submission_reads_improved_and_succeeds(user, make_upload, seed000_before,
+                                                         seed000_after, client):
+    """Seed 000's demo through the worker's own steps: the page's summary and the check."""
+    from reviewapp.services.comparisons import submission_create
+
+    comparison, _ = submission_create(
+        title="block: place split bios at the head", baseline_files=[
+            make_upload("before.txt", seed000_before)],
+        patched_files=[make_upload("after.txt", seed000_after)], policy="split_remainder=head",
+        user=user)
+    comparison = finish_comparison(comparison)
+    verdict = ComparisonResult.objects.get(comparison=comparison).verdict
+    assert verdict["state"] == "success"
+    assert verdict["summary"] == (
+        "improved: backward dispatches 50% -> 0%, mean seek distance 181 -> 64 KB (mechanism); "
+        "timing: not judged (G stage only)")
+    html = client.get(comparison.get_absolute_url()).content.decode()
+    assert 'id="summary-headline"' in html
+    assert "improved: backward dispatches 50% -&gt; 0%, mean seek distance 181 -&gt; 64 KB" in html
+    # each fact links to its chart: the backward-distance histogram of the ordering section
+    assert ('href="#section-ordering" data-dev="8,0" data-section="ordering" '
+            'data-chart="backward">backward dispatches 50% -&gt; 0%</a>') in html
+    assert 'id="check-state">success<' in html
+
+
+def test_kernel_comparison_page_rollup_member_detail_and_order(finished_comparison, client):
+    """6.1 vs 7.2: a member's verdict section shows the array's roll-up, the member one click
+    below (collapsed), and the order of md0's pieces across members, both sides."""
+    html = client.get(finished_comparison.get_absolute_url()).content.decode()
+    assert "changed: chunk order across members of 9,0 now ascending" in html
+    assert "timing: needs more runs (2 more per side" in html
+    data = _payload(finished_comparison, "verdicts", "254,0")
+    ids = [t["id"] for t in data["tables"]]
+    assert ids[:2] == ["rollup", "member"] and "member-order" in ids
+    rollup, member = data["tables"][0], data["tables"][1]
+    assert rollup["title"].startswith("members of 9,0") and not rollup.get("collapsed")
+    assert member["collapsed"] is True
+    mb = next(r for r in rollup["rows"] if r[0] == "MB/s")
+    assert mb[6] == "needs more runs" and "lkp's rule needs 3" in mb[7]
+    assert mb[5] and "→" in mb[5]  # the spread across the members, both sides
+    order = next(t for t in data["tables"] if t["id"] == "member-order")
+    assert order["columns"] == ["bio", "Baseline", "Patched"]
+    assert order["rows"][0][1].startswith("0 + 4096: ") and "not ascending" in order["rows"][0][1]
+    assert "@0K" in order["rows"][0][2] and "not ascending" not in order["rows"][0][2]
+
+
+def test_rules_form_by_the_creator_changes_the_check(finished_comparison, client, user,
+                                                     password, other_user):
+    """The creator marks 'order across members must not change' as fail: the step runs again
+    and the check fails; someone else may not change the rules."""
+    client.force_login(other_user)
+    r = client.post(f"/comparisons/{finished_comparison.pk}/rules/",
+                    {"rule_member_order_change": "2"})
+    assert r.status_code in (302, 404)
+    finished_comparison.refresh_from_db()
+    assert "rule_member_order_change" not in (finished_comparison.thresholds or {})
+    client.force_login(user)
+    page = client.get(finished_comparison.get_absolute_url()).content.decode()
+    assert 'id="rules-form"' in page and 'name="rule_member_order_change"' in page
+    form = {"rule_backward_rise": "2", "rule_below_max_rise": "2",
+            "rule_pieces_per_bio_rise": "0", "rule_sandwiched_rise": "0",
+            "rule_mean_request_drop": "0", "rule_zero_seek_drop": "0",
+            "rule_mean_seek_rise": "0", "rule_member_order_change": "2"}
+    r = client.post(f"/comparisons/{finished_comparison.pk}/rules/", form)
+    assert r.status_code == 302
+    finished_comparison.refresh_from_db()
+    assert finished_comparison.thresholds["rule_member_order_change"] == 2.0
+    finish_comparison(finished_comparison)
+    verdict = ComparisonResult.objects.get(comparison=finished_comparison).verdict
+    assert verdict["state"] == "fail"
+    assert any("order across members must not change" in x for x in verdict["reasons"])
+    bad = client.post(f"/comparisons/{finished_comparison.pk}/rules/",
+                      {**form, "rule_backward_rise": "7"})
+    assert bad.status_code == 302
+    finished_comparison.refresh_from_db()
+    assert finished_comparison.thresholds["rule_backward_rise"] == 2.0
+
+
+def test_three_runs_per_side_give_one_chart_per_run_and_a_run_selector(db, user, make_upload,
+                                                                        client):
+    """Several runs per side: LBA and time series for every run (the selector switches), the
+    timing judged with statistics (a 15% slower patched side fails)."""
+    from reviewapp.models import Patch
+    from reviewapp.services.bundles import bundle_create
+    from reviewapp.services.comparisons import comparison_create
+
+    def run(seed: int, slowdown: float) -> object:
+        text = timing_run_text(seed, slowdown=slowdown, n=600).encode()
+        bundle, _ = bundle_create(files=[make_upload(f"run{seed}.txt", text)], user=user)
+        return bundle
+
+    comparison = comparison_create(patch=Patch.objects.create(title="t"),
+                                   baseline=[run(i, 1.0) for i in range(3)],
+                                   patched=[run(10 + i, 1 / 0.85) for i in range(3)], user=user)
+    comparison = finish_comparison(comparison)
+    verdict = ComparisonResult.objects.get(comparison=comparison).verdict
+    assert verdict["state"] == "fail" and "Welch p=" in verdict["reasons"][0]
+    ordering = _payload(comparison, "ordering", "8,0")
+    lba = [c for c in ordering["charts"] if c["id"] == "lba"]
+    assert [c["run"] for c in lba] == [0, 1, 2]
+    assert lba[0]["panels"][0]["figure"] != lba[1]["panels"][0]["figure"]
+    throughput = _payload(comparison, "throughput", "8,0")
+    assert sorted(c["run"] for c in throughput["charts"] if c["id"] == "mbps") == [0, 1, 2]
+    html = client.get(comparison.get_absolute_url()).content.decode()
+    assert '<select id="run-select"' in html and '<option value="2">run 3</option>' in html
