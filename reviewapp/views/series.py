@@ -104,6 +104,7 @@ def series_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "series": series, "columns": columns,
         "numbers": series_key_numbers(versions, comparisons),
         "relink_form": RelinkForm(initial={"previous": series.previous_id}),
+        "verdict_form": VerdictForm(),
         "can_relink": can_change_series(request.user, series),
     })
 
@@ -179,8 +180,102 @@ def patch_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "verdicts": list(patch.verdicts.select_related("user")),
         "timeline": patch_timeline(patch, comparisons),
         "states": c.PATCH_STATES,
+        "verdict_form": VerdictForm(),
     })
 
 
 __all__ = ["Series", "patch_detail", "series_detail", "series_list", "series_relink_view",
            "series_upload"]
+
+
+class VerdictForm(forms.Form):
+    kind = forms.ChoiceField(choices=c.VERDICT_KINDS)
+    message = forms.CharField(required=False, max_length=5000,
+                              widget=forms.Textarea(attrs={"rows": 2}))
+
+
+@login_required
+@require_POST
+def patch_verdict(request: HttpRequest, pk: int) -> HttpResponse:
+    from reviewapp.services.verdicts import verdict_set
+
+    patch = patch_get_for_user(pk=pk, user=request.user)
+    form = VerdictForm(request.POST)
+    if form.is_valid():
+        try:
+            verdict_set(user=request.user, patch=patch, kind=form.cleaned_data["kind"],
+                        message=form.cleaned_data["message"])
+            messages.success(request, "Verdict recorded.")
+        except ServiceError as exc:
+            messages.error(request, exc.message)
+    else:
+        messages.error(request, "Choose Reviewed-by, Tested-by, Acked-by or NAK.")
+    return redirect(f"{patch.get_absolute_url()}#verdicts")
+
+
+@login_required
+@require_POST
+def series_verdict(request: HttpRequest, pk: int) -> HttpResponse:
+    from reviewapp.services.verdicts import verdict_set
+
+    series = series_get_for_user(pk=pk, user=request.user)
+    form = VerdictForm(request.POST)
+    if form.is_valid():
+        try:
+            verdict_set(user=request.user, series=series, kind=form.cleaned_data["kind"],
+                        message=form.cleaned_data["message"])
+            messages.success(request, "Verdict recorded.")
+        except ServiceError as exc:
+            messages.error(request, exc.message)
+    else:
+        messages.error(request, "Choose Reviewed-by, Tested-by, Acked-by or NAK.")
+    return redirect(series)
+
+
+def _text(body: str, name: str, inline: bool) -> HttpResponse:
+    response = HttpResponse(body, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'{"inline" if inline else "attachment"}; filename="{name}"'
+    return response
+
+
+def patch_trailers(request: HttpRequest, pk: int) -> HttpResponse:
+    """Trailer lines of the patch's verdicts and the plain-text report of its newest finished
+    comparison, ready to paste into a reply."""
+    from reviewapp.services.verdicts import verdict_export
+
+    patch = patch_get_for_user(pk=pk, user=request.user)
+    cmp = (comparison_list_for_user(request.user).filter(
+        patch=patch, result__state=c.JOB_STATE_SUCCEEDED).order_by("-created", "-pk").first())
+    report = ""
+    if cmp is not None:
+        from reviewapp.selectors import comparison_result
+
+        res = comparison_result(cmp, full=True)
+        report = res.report if res is not None else ""
+    body = verdict_export(verdicts=list(patch.verdicts.select_related("user")), report=report)
+    return _text(body, f"blkreview-patch-{patch.pk}-trailers.txt",
+                 request.GET.get("inline") == "1")
+
+
+def series_trailers(request: HttpRequest, pk: int) -> HttpResponse:
+    """Series-wide trailers, then each patch's, then the newest finished comparison's report."""
+    from reviewapp.services.verdicts import trailer_lines, verdict_export
+
+    series = series_get_for_user(pk=pk, user=request.user)
+    parts = [verdict_export(verdicts=list(series.verdicts.select_related("user")),
+                            heading=f"# series: {series}").rstrip()]
+    for p in series.patches.order_by("position", "pk"):
+        lines = trailer_lines(list(p.verdicts.select_related("user")))
+        if lines:
+            parts.append(f"# [{p.position}/{series.total}] {p.title}\n" + "\n".join(lines))
+    cmp = (comparison_list_for_user(request.user).filter(
+        patch__series=series, result__state=c.JOB_STATE_SUCCEEDED)
+        .order_by("-created", "-pk").first())
+    if cmp is not None:
+        from reviewapp.selectors import comparison_result
+
+        res = comparison_result(cmp, full=True)
+        if res is not None and res.report:
+            parts.append(res.report.rstrip())
+    return _text("\n\n".join(parts) + "\n", f"blkreview-series-{series.pk}-trailers.txt",
+                 request.GET.get("inline") == "1")
