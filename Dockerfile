@@ -11,12 +11,15 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
+# Exactly the locked versions (make lock), checked against their hashes; then the project.
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY workers ./workers
 COPY reviewapp ./reviewapp
 COPY templates ./templates
 COPY manage.py ./
-RUN pip install .
+RUN pip install --no-deps .
 
 RUN useradd --create-home --uid 1000 blkreview \
     && mkdir -p /data/media /app/staticfiles \

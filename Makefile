@@ -1,5 +1,5 @@
 # blkreview: the two commands of the README are `make demo` and `make test`.
-.PHONY: demo test test-s3 lint setup services bench clean help
+.PHONY: demo test test-s3 lint lock setup services bench clean help
 
 PY := .venv/bin/python
 
@@ -9,9 +9,20 @@ help:
 	@echo "make test-s3 - the web and e2e pipeline tests again on a SeaweedFS S3 bucket"
 	@echo "make lint   - ruff, mypy (engine), import-linter (engine purity)"
 	@echo "make bench  - the benchmarks (small sizes; see benchmarks/README.md)"
+	@echo "make lock   - refresh requirements*.lock (hashes) from pyproject.toml"
 
 setup:
 	@scripts/setup.sh
+
+# requirements-dev.lock (runtime + dev) and requirements.lock (runtime, what the Dockerfile
+# installs), exact versions with sha256 hashes, from pyproject.toml. Pins already in a lock are
+# kept (only new or changed requirements are resolved); `make lock UPGRADE=1` moves everything
+# to the newest allowed versions. scripts/setup.sh reinstalls whenever a lock changes.
+LOCK_FLAGS := --generate-hashes --universal --python-version 3.11 --quiet --custom-compile-command "make lock" $(if $(UPGRADE),--upgrade,)
+lock:
+	@test -x .venv/bin/uv || scripts/setup.sh
+	.venv/bin/uv pip compile pyproject.toml --extra dev $(LOCK_FLAGS) -o requirements-dev.lock
+	.venv/bin/uv pip compile pyproject.toml -c requirements-dev.lock $(LOCK_FLAGS) -o requirements.lock
 
 services:
 	@scripts/services.sh
