@@ -17,7 +17,7 @@ from tests.conftest import past_head
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-# Excerpt of seed 000_bd92b2ca435366b4.txt (copied from /work/shared/seeds/).
+# Excerpt of seed 000_bd92b2ca435366b4.txt (copied from the shared folder's seeds/).
 SEED000 = Path(__file__).resolve().parents[1] / "data" / "seeds" / "seed000_g_stage.txt"
 
 

@@ -6,7 +6,7 @@
 2. Real captures of the same workload on kernels 6.1 and 7.2 (md raid5 of 8 virtio disks,
    512K chunk, max_sectors_kb 1024, ``dd bs=2M iflag=direct``): the binary per-CPU blktrace
    files of md0 and its members plus the capture's blkreview.toml (kernel, stack, limits),
-   copied from /work/shared/samples/kernel/*/W1b_raid5_c512_msk1024_dd2M into
+   copied from the shared folder's samples/kernel/*/W1b_raid5_c512_msk1024_dd2M into
    reviewapp/demo/k61_W1b and k72_W1b. D-stage seek histograms, the iostat-like table,
    ordering across members and the model panel (policy under test split_remainder=head).
 

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.shared import shared_dir
 from workers.events import ACTION_CODES, RWBS_READ, RWBS_WRITE, EventTable, make_dev
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-#: the shared seeds beside the repository (a CI clone), then the development machine's copy
-SEED_DIRS = (REPO_ROOT.parent / "shared" / "seeds", Path("/work/shared/seeds"))
+#: the shared seeds: $BLKREVIEW_SHARED/seeds, else shared/seeds beside the repository (a CI
+#: clone); tests/shared.py
+SEED_DIRS = (shared_dir() / "seeds",)
 SEED_DIR = next((d for d in SEED_DIRS if d.is_dir()), SEED_DIRS[0])
 SEED_COPY_DIR = REPO_ROOT / "tests" / "data" / "seeds"
 

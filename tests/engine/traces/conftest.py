@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared import shared_dir
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DATA = REPO_ROOT / "tests" / "data" / "traces"
-#: Where the shared samples live: beside the repository (a CI clone has ``shared/`` next to
-#: it), then the development machine's fixed location.
-SAMPLE_ROOTS = (REPO_ROOT.parent / "shared" / "samples", Path("/work/shared/samples"))
+#: Where the shared samples live: ``$BLKREVIEW_SHARED/samples``, else ``shared/samples`` beside
+#: the repository (a CI clone has ``shared/`` next to it); tests/shared.py.
+SAMPLE_ROOTS = (shared_dir() / "samples",)
 
 
 def find_samples() -> Path | None:

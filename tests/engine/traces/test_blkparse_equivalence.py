@@ -196,8 +196,8 @@ def test_kernel61_sample_matches_golden(tmp_path: Path, data_dir: Path) -> None:
 @pytest.mark.blkparse
 @needs_blkparse
 def test_shared_samples_against_blkparse_binary(samples_dir: Path) -> None:
-    """Every per-CPU capture under the shared samples' kernel/ (found beside the repository,
-    then /work/shared) equals blkparse's output; a samples tree without the captures fails."""
+    """Every per-CPU capture under the shared samples' kernel/ (``$BLKREVIEW_SHARED``, else
+    shared/ beside the repository) equals blkparse's output; a samples tree without the captures fails."""
     root = samples_dir / "kernel"
     assert root.is_dir(), f"{samples_dir} has no kernel/ captures"
     checked = 0
