@@ -45,7 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--emit", choices=("blkparse", "blktrace", "json"),
                         help="write the predicted events in this format")
     parser.add_argument("-o", "--output", help="output file for --emit (default stdout)")
-    parser.add_argument("--quiet", action="store_true", help="no histograms on stdout")
+    parser.add_argument("--quiet", action="store_true", help="no histograms on stdout and no "
+                        "progress on stderr")
+    parser.add_argument("--json", action="store_true", help="the per-device summary as JSON "
+                        "on stdout (what --emit json writes)")
 
 
 def _load_manifest(path: str) -> dict[str, Any]:
@@ -143,13 +146,20 @@ def print_histograms(table: EventTable, stack: Any, policy: Any, out: TextIO) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    json_out = bool(getattr(args, "json", False))  # --json: the summary on stdout
+    if json_out and args.emit and not args.output and args.emit != "json":
+        print("error: --json and --emit to stdout both write stdout; give -o", file=sys.stderr)
+        return 2
     try:
         table, stack, policy = predict(args)
-        if not args.quiet:
+        if not args.quiet and not json_out:
             target = sys.stderr if args.emit and not args.output else sys.stdout
             print_histograms(table, stack, policy, target)
         if args.emit:
             _emit(table, stack, policy, args.emit, args.output)
+        if json_out and not (args.emit == "json" and not args.output):
+            json.dump(summary(table, stack, policy), sys.stdout, indent=1)
+            sys.stdout.write("\n")
     except (BlkreviewError, ParseError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
