@@ -217,6 +217,15 @@ class AnalysisJob(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    # delivery (docs/deploy.md, "Delivery guarantees"): each claim by a worker is an attempt;
+    # only the current attempt may write, and a running attempt beats every few seconds.
+    attempts = models.PositiveIntegerField(default=0, help_text="claims by a worker so far")
+    heartbeat = models.DateTimeField(null=True, blank=True, help_text="last sign of life")
+    sent = models.DateTimeField(null=True, blank=True,
+                                help_text="when the task was published (null: not yet)")
+    pending_events_name = models.CharField(
+        max_length=300, blank=True,
+        help_text="EventTable .npz written by the current attempt, not yet in a result")
 
     class Meta:
         ordering = ["-created"]
@@ -266,6 +275,10 @@ class ComparisonResult(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0, help_text="claims by a worker so far")
+    heartbeat = models.DateTimeField(null=True, blank=True, help_text="last sign of life")
+    sent = models.DateTimeField(null=True, blank=True,
+                                help_text="when the task was published (null: not yet)")
 
     def __str__(self) -> str:
         return f"comparison result {self.pk} ({self.state})"

@@ -170,7 +170,11 @@ if EMBEDDED:
         }
     }
 else:
-    DATABASES = {"default": dict(dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60))}
+    # Persistent connections, checked before reuse in each request: the first request after
+    # a PostgreSQL restart reconnects instead of failing (CONN_HEALTH_CHECKS).
+    DATABASES = {"default": dict(dj_database_url.parse(
+        os.environ["DATABASE_URL"], conn_max_age=int(os.environ.get("BLKREVIEW_CONN_MAX_AGE", "60")),
+        conn_health_checks=True))}
 if TESTING and DATABASES["default"]["ENGINE"].endswith("postgresql"):
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
@@ -292,7 +296,19 @@ BLKREVIEW_CHECK_ALPHA = _check_float("alpha", 0.05)
 _broker = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")
 if _broker:
     CELERY_BROKER_URL = _broker
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 6 * 3600}
+    # An unacknowledged message comes back after visibility_timeout: longer than the hard task
+    # time limit (a running task is never handed out twice), far shorter than Redis's default
+    # 6 hours. A lost worker's job is re-queued sooner by the sweeper (heartbeat, below).
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+        "visibility_timeout": int(os.environ.get("BLKREVIEW_VISIBILITY_TIMEOUT", "0"))
+        or int(os.environ.get("BLKREVIEW_TASK_TIME_LIMIT", "3600")) + 300,
+        "socket_connect_timeout": float(os.environ.get("BLKREVIEW_BROKER_TIMEOUT", "3")),
+    }
+    if os.environ.get("BLKREVIEW_UNACKED_RESTORE_SECONDS"):
+        # how often a worker looks for messages past their visibility timeout (kombu: 10 s x 10)
+        CELERY_BROKER_TRANSPORT_OPTIONS["unacked_restore_interval"] = int(
+            os.environ["BLKREVIEW_UNACKED_RESTORE_SECONDS"])
+        CELERY_BROKER_TRANSPORT_OPTIONS["unacked_restore_throttle"] = 1
 else:
     # kombu's filesystem transport: messages are files in one directory shared by the web
     # process and the worker. No server needed (architecture.md, "Embedded default").
@@ -333,6 +349,26 @@ CELERY_TASK_ROUTES = {
     "reviewapp.tasks.*": {"queue": BLKREVIEW_ANALYSIS_QUEUE},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Publishing from a web request: give up quickly when the broker is unreachable (the job stays
+# queued, "waiting for the queue", and the sweeper sends it later).
+CELERY_BROKER_CONNECTION_TIMEOUT = float(os.environ.get("BLKREVIEW_BROKER_TIMEOUT", "3"))
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2,
+                                    "interval_max": 0.5}
+
+# --- delivery: heartbeat, stale jobs, the sweeper (docs/deploy.md "Delivery guarantees") ------
+# A running job's worker writes a heartbeat every BLKREVIEW_HEARTBEAT_SECONDS; with none for
+# BLKREVIEW_STALE_AFTER_SECONDS its worker is taken as lost and the sweeper queues the job again
+# (at most BLKREVIEW_MAX_ATTEMPTS claims, then it fails with a readable reason). The sweeper runs
+# in every worker process (a thread, every BLKREVIEW_SWEEP_SECONDS) and as
+# ``manage.py sweep_jobs``; it also sends queued jobs that never reached the broker once they
+# are BLKREVIEW_RESEND_AFTER_SECONDS old.
+BLKREVIEW_HEARTBEAT_SECONDS = float(os.environ.get("BLKREVIEW_HEARTBEAT_SECONDS", "10"))
+BLKREVIEW_STALE_AFTER_SECONDS = float(os.environ.get("BLKREVIEW_STALE_AFTER_SECONDS", "45"))
+BLKREVIEW_SWEEP_SECONDS = float(os.environ.get("BLKREVIEW_SWEEP_SECONDS", "15"))
+BLKREVIEW_RESEND_AFTER_SECONDS = float(os.environ.get("BLKREVIEW_RESEND_AFTER_SECONDS", "60"))
+BLKREVIEW_MAX_ATTEMPTS = int(os.environ.get("BLKREVIEW_MAX_ATTEMPTS", "3"))
+# Test only: seconds the analysis task sleeps between its stages (to kill a worker mid-job).
+BLKREVIEW_TEST_STAGE_DELAY = float(os.environ.get("BLKREVIEW_TEST_STAGE_DELAY", "0"))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- cache (throttles, login limits) -----------------------------------------------------

@@ -21,10 +21,15 @@ import contextlib
 import io
 import json
 import logging
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_ready, worker_shutdown
+from django.conf import settings
 
 from reviewapp import constants as c
 from workers import whatif
@@ -43,47 +48,122 @@ def _ingest_report(ing: Any) -> dict[str, Any]:
     }
 
 
+class Heartbeat:
+    """A thread that beats for one running attempt until stopped (its own DB connection).
+
+    A worker killed with SIGKILL stops beating; the sweeper re-queues the job once its
+    heartbeat is BLKREVIEW_STALE_AFTER_SECONDS old. The beat comes from a thread, not from the
+    engine's progress, so a long parse never looks like a lost worker.
+    """
+
+    def __init__(self, beat: Callable[[], bool]) -> None:
+        self._beat = beat
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="blkreview-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self._stop.wait(float(settings.BLKREVIEW_HEARTBEAT_SECONDS)):
+                try:
+                    if not self._beat():
+                        return  # superseded or final: nothing to beat for
+                except Exception:
+                    log.warning("heartbeat failed", exc_info=True)
+                    connection.close()
+        finally:
+            connection.close()
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def _pause() -> None:
+    """Test only: BLKREVIEW_TEST_STAGE_DELAY seconds between the stages of a job, so a test can
+    kill the worker at a known point (0 in every real deployment)."""
+    delay = float(getattr(settings, "BLKREVIEW_TEST_STAGE_DELAY", 0) or 0)
+    if delay > 0:
+        time.sleep(delay)
+
+
+INTERNAL_ERROR = "an internal error stopped this step; the details are in the worker's log"
+
+
 def run_analysis(job_id: int, *, task_id: str = "") -> str:
     """Parse and analyze the bundle of job ``job_id``; returns the job's final state.
 
     Steps (progress in brackets): read files [5-20], ``workers.traces.ingest`` [20-60],
-    ``workers.analyzers.analyze`` [60-85], save the EventTable .npz and the results [85-100].
+    ``workers.analyzers.analyze`` [60-85], save the EventTable .npz [85-90] and the results
+    [90-100]. The job is claimed first (:func:`reviewapp.services.jobs.job_start`); every write
+    names this attempt, so a redelivered or superseded task writes nothing, and the .npz name is
+    recorded on the job before it is written so that a lost attempt's file is deleted.
     """
-    from reviewapp import storage
-    from reviewapp.models import TraceFile
     from reviewapp.services import jobs
-    from workers.errors import BlkreviewError, ParseError
 
     job = jobs.job_start(job_id=job_id, task_id=task_id)
     if job is None:
         return "skipped"
+    attempt = job.attempts
+    with Heartbeat(lambda: jobs.job_heartbeat(job_id=job_id, attempt=attempt)):
+        return _analyze(job, attempt)
+
+
+def _analyze(job: Any, attempt: int) -> str:
+    from reviewapp import storage
+    from reviewapp.models import TraceFile
+    from reviewapp.services import jobs
+    from workers.errors import ParseError
+
+    job_id = job.pk
     files = list(TraceFile.objects.filter(bundle_id=job.bundle_id).order_by("name", "pk"))
     if not files:
-        jobs.job_mark_failed(job_id=job_id, error="the bundle has no files")
+        jobs.job_mark_failed(job_id=job_id, error="the bundle has no files", attempt=attempt)
         return "failed"
     events_name = ""
     try:
+        _pause()
         with contextlib.ExitStack() as stack:
             paths = [stack.enter_context(storage.local_copy(f.storage_name)) for f in files]
-            jobs.job_progress(job_id=job_id, progress=20, message="parsing traces")
+            if not jobs.job_progress(job_id=job_id, progress=20, message="parsing traces",
+                                     attempt=attempt):
+                return "skipped"
             from workers.traces import ingest
 
             ing = ingest(paths, names=[f.name for f in files], strict=job.bundle.strict)
-        jobs.job_progress(job_id=job_id, progress=60, message="analyzing")
+        _pause()
+        if not jobs.job_progress(job_id=job_id, progress=60, message="analyzing",
+                                 attempt=attempt):
+            return "skipped"
         from workers.analyzers import analyze
 
         results = analyze(ing.table, summaries=getattr(ing, "summaries", None))
         results = json.loads(json.dumps(results))  # plain JSON (numpy scalars fail loudly here)
-        jobs.job_progress(job_id=job_id, progress=85, message="storing results")
+        _pause()
+        name = storage.new_events_name(job.bundle_id)
+        if not jobs.job_file_pending(job_id=job_id, attempt=attempt, name=name):
+            return "skipped"
+        jobs.job_progress(job_id=job_id, progress=85, message="storing results", attempt=attempt)
         buf = io.BytesIO()
         ing.table.save(buf)
         buf.seek(0)
-        events_name = storage.save_bytes(storage.new_events_name(job.bundle_id), buf)
+        events_name = storage.save_bytes(name, buf)
+        if events_name != name and not jobs.job_file_pending(job_id=job_id, attempt=attempt,
+                                                              name=events_name):
+            storage.delete_quietly(events_name)
+            return "skipped"
+        jobs.job_progress(job_id=job_id, progress=90, message="storing results", attempt=attempt)
+        _pause()
         manifest = getattr(ing, "manifest", None)
         kernel = str(getattr(manifest, "kernel", "") or "") if manifest is not None else ""
         stored = jobs.job_store_results(job_id=job_id, results=results,
                                         ingest=_ingest_report(ing), events_name=events_name,
-                                        kernel=kernel)
+                                        kernel=kernel, attempt=attempt)
         if stored is None:
             storage.delete_quietly(events_name)
             return "skipped"
@@ -92,26 +172,30 @@ def run_analysis(job_id: int, *, task_id: str = "") -> str:
     except ParseError as exc:
         storage.delete_quietly(events_name)
         jobs.job_mark_failed(job_id=job_id, error=exc.message, detail=exc.to_json(),
-                             parse_failed=True)
+                             parse_failed=True, attempt=attempt)
         return "failed"
     except BlkreviewError as exc:
         storage.delete_quietly(events_name)
         jobs.job_mark_failed(job_id=job_id, error=str(exc), detail={"message": str(exc)},
-                             parse_failed=True)
+                             parse_failed=True, attempt=attempt)
         return "failed"
     except SoftTimeLimitExceeded:
         storage.delete_quietly(events_name)
-        jobs.job_mark_failed(job_id=job_id, error="the analysis took longer than the time limit")
+        jobs.job_mark_failed(job_id=job_id, error="the analysis took longer than the time limit",
+                             attempt=attempt)
         return "failed"
     except Exception:
+        log.exception("job %s (attempt %s): internal error", job_id, attempt)
         storage.delete_quietly(events_name)
-        raise
+        jobs.job_mark_failed(job_id=job_id, error=INTERNAL_ERROR, attempt=attempt)
+        return "failed"
 
 
 class ReportingTask(Task):
-    """Reports an unexpected exception on the object the task works on (readable error, state
-    failed), so a crash never leaves a job or a comparison "running" forever. Subclasses name
-    the id argument and the service that marks the object failed."""
+    """Reports an unexpected exception on the object the task works on (a readable error, state
+    failed; the details in the log only), so a crash before the claim never leaves a job or a
+    comparison "running" forever. Subclasses name the id argument and the service that marks
+    the object failed."""
 
     id_arg = ""
 
@@ -121,9 +205,12 @@ class ReportingTask(Task):
     def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any,
                    einfo: Any) -> None:
         object_id = args[0] if args else kwargs.get(self.id_arg)
+        log.error("task %s (%s) failed: %s: %s", self.name, object_id, type(exc).__name__, exc)
         if object_id is not None:
-            self.mark_failed(int(object_id),
-                             f"internal error in the worker: {type(exc).__name__}: {exc}")
+            try:
+                self.mark_failed(int(object_id), INTERNAL_ERROR)
+            except Exception:
+                log.exception("could not mark %s %s failed", self.id_arg, object_id)
 
 
 class AnalysisTask(ReportingTask):
@@ -198,19 +285,27 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
     Steps: load every run's results [5-15], seek histograms of every stage from the stored
     EventTables [15-35], the model panel with its fidelity [35-70], ``workers.compare.compare``
     + check verdict (fidelity included) [70-80], chart payloads and the report [80-95], store
-    results, charts and state atomically [95-100].
+    results, charts and state atomically [95-100]. Claimed and written per attempt, as
+    :func:`run_analysis`.
     """
-    from django.conf import settings
+    from reviewapp.services import results as svc
 
+    result = svc.result_start(result_id=result_id, task_id=task_id)
+    if result is None:
+        return "skipped"
+    attempt = result.attempts
+    with Heartbeat(lambda: svc.result_heartbeat(result_id=result_id, attempt=attempt)):
+        return _compare_step(result, attempt)
+
+
+def _compare_step(result: Any, attempt: int) -> str:
     from reviewapp import sections
     from reviewapp.charts import seek_text
     from reviewapp.models import BundleResult
     from reviewapp.selectors import side_bundles
     from reviewapp.services import results as svc
 
-    result = svc.result_start(result_id=result_id, task_id=task_id)
-    if result is None:
-        return "skipped"
+    result_id = result.pk
     comparison = result.comparison
     try:
         sides = side_bundles(comparison)
@@ -222,7 +317,8 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
         thresholds = dict((result.inputs or {}).get("thresholds") or {})
         if "warn_on_regression" in thresholds:
             thresholds["warn_on_regression"] = bool(thresholds["warn_on_regression"])
-        svc.result_progress(result_id=result_id, progress=15, message="seek at every stage")
+        svc.result_progress(result_id=result_id, progress=15, message="seek at every stage",
+                            attempt=attempt)
         tables: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
         table_rows: dict[str, list[BundleResult]] = {}
         missing: list[str] = []
@@ -240,7 +336,7 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
                     log.warning("bundle %s: cannot load %r: %s", r.bundle_id, r.events_name, exc)
                     missing.append(f"bundle {r.bundle_id}")
         by_stage = whatif.seek_by_stage(tables)
-        svc.result_progress(result_id=result_id, progress=35, message="model")
+        svc.result_progress(result_id=result_id, progress=35, message="model", attempt=attempt)
         model: dict[str, Any] | None = None
         if rows.get("baseline") and not tables.get("baseline"):
             model = {"state": "error", "error": "the baseline run's parsed events are missing "
@@ -259,12 +355,14 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
                 patched_table=tables["patched"][0][0] if tables.get("patched") else None,
                 patched_observed=tables["patched"][0][1] if tables.get("patched") else None)
         del tables
-        svc.result_progress(result_id=result_id, progress=70, message="comparing runs")
+        svc.result_progress(result_id=result_id, progress=70, message="comparing runs",
+                            attempt=attempt)
         fid = model.get("fidelity") if model and model.get("state") == "ok" else None
         compare_out, verdict = _compare(
             side_results.get("baseline", []), side_results.get("patched", []), thresholds,
             float(settings.BLKREVIEW_CHECK_ALPHA), fid, model)
-        svc.result_progress(result_id=result_id, progress=80, message="charts and report")
+        svc.result_progress(result_id=result_id, progress=80, message="charts and report",
+                            attempt=attempt)
         payloads = sections.build_payloads(side_results, seek_by_stage=by_stage,
                                            compare=compare_out, model=model,
                                            seek_text=seek_text)
@@ -277,14 +375,19 @@ def run_compare(result_id: int, *, task_id: str = "") -> str:
             log.exception("render_report failed for comparison %s", comparison.pk)
             report = ""
         stored = svc.result_store(result_id=result_id, compare=compare_out, verdict=verdict,
-                                  model=model, report=report, charts=charts)
+                                  model=model, report=report, charts=charts, attempt=attempt)
         return "succeeded" if stored is not None else "skipped"
     except SoftTimeLimitExceeded:
         svc.result_mark_failed(result_id=result_id,
-                               error="the comparison took longer than the time limit")
+                               error="the comparison took longer than the time limit",
+                               attempt=attempt)
         return "failed"
     except BlkreviewError as exc:
-        svc.result_mark_failed(result_id=result_id, error=str(exc))
+        svc.result_mark_failed(result_id=result_id, error=str(exc), attempt=attempt)
+        return "failed"
+    except Exception:
+        log.exception("comparison result %s (attempt %s): internal error", result_id, attempt)
+        svc.result_mark_failed(result_id=result_id, error=INTERNAL_ERROR, attempt=attempt)
         return "failed"
 
 
@@ -339,3 +442,46 @@ def deliver_webhook(self: Task, delivery_id: int, **kwargs: Any) -> None:
     retry_in = webhook_deliver(delivery_id=delivery_id)
     if retry_in is not None:
         raise self.retry(countdown=retry_in, queue=settings.BLKREVIEW_NOTIFY_QUEUE)
+
+
+# --- the sweeper, in every worker process ------------------------------------------------------
+
+class _Sweeper:
+    """Runs :func:`reviewapp.services.sweeper.sweep` every BLKREVIEW_SWEEP_SECONDS in a thread
+    of the worker's main process (started when the worker is ready, stopped at shutdown)."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        from django.db import connection
+
+        from reviewapp.services.sweeper import sweep
+
+        while not self.stop.wait(float(settings.BLKREVIEW_SWEEP_SECONDS)):
+            try:
+                sweep()
+            except Exception:
+                log.exception("sweep failed; trying again in %ss", settings.BLKREVIEW_SWEEP_SECONDS)
+            finally:
+                connection.close()  # no connection kept open across a pool fork
+
+    def start(self) -> None:
+        if self.thread is None and float(settings.BLKREVIEW_SWEEP_SECONDS) > 0:
+            self.thread = threading.Thread(target=self.run, name="blkreview-sweeper", daemon=True)
+            self.thread.start()
+            log.info("sweeper: every %ss", settings.BLKREVIEW_SWEEP_SECONDS)
+
+
+_sweeper = _Sweeper()
+
+
+@worker_ready.connect
+def _start_sweeper(**kwargs: Any) -> None:
+    _sweeper.start()
+
+
+@worker_shutdown.connect
+def _stop_sweeper(**kwargs: Any) -> None:
+    _sweeper.stop.set()

@@ -273,13 +273,17 @@ def worker_env(django_db_blocker: Any, **extra: str) -> dict[str, str]:
 
 
 def start_worker(*, env: dict[str, str], queues: list[str], name: str, log: Path,
-                 cwd: Path = ROOT) -> subprocess.Popen[bytes]:
-    """``celery -A workers.celery worker -Q <queues> --pool=solo`` started and ready."""
+                 cwd: Path = ROOT, pool: str = "solo") -> subprocess.Popen[bytes]:
+    """``celery -A workers.celery worker -Q <queues> --pool=solo`` started and ready.
+
+    The worker is its own process group: ``os.killpg(proc.pid, SIGKILL)`` kills the main
+    process and its pool children together (tests/e2e/test_delivery.py)."""
     cmd = [sys.executable, "-m", "celery", "-A", "workers.celery", "worker",
-           "-Q", ",".join(queues), "--pool=solo", "--concurrency=1", "--loglevel=INFO",
+           "-Q", ",".join(queues), f"--pool={pool}", "--concurrency=1", "--loglevel=INFO",
            "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}@%h"]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     try:
         deadline = time.time() + 90
         while True:
@@ -320,7 +324,9 @@ def celery_worker(django_db_setup: Any, django_db_blocker: Any, test_storage: di
     # this run's own queues only (never the shared "celery" queue another run may use)
     own = [q for q in settings.BLKREVIEW_QUEUES if q != "celery"]
     log = tmp_path_factory.mktemp("worker") / "worker.log"
-    proc = start_worker(env=worker_env(django_db_blocker, **test_storage), queues=own,
+    # its sweeper is off: tests of delivery run their own workers, which must not share jobs
+    env = worker_env(django_db_blocker, BLKREVIEW_SWEEP_SECONDS="0", **test_storage)
+    proc = start_worker(env=env, queues=own,
                         name=f"test-{os.getpid()}", log=log)
     try:
         yield {"log": log, "queue": settings.BLKREVIEW_ANALYSIS_QUEUE, "process": proc}

@@ -76,15 +76,48 @@ def result_inputs(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-def _send(result_id: int, task_id: str) -> None:
+def _send(result_id: int, task_id: str) -> bool:
+    """Publish the comparison step after commit; when the broker is unreachable it stays queued
+    ("waiting for the queue") for the sweeper, and the error goes to the log only."""
+    from reviewapp.services.delivery import WAITING_FOR_QUEUE
     from workers.celery import app
 
     try:
         app.send_task(c.TASK_COMPARE, args=[result_id], task_id=task_id,
                       queue=settings.BLKREVIEW_REPLAY_QUEUE)
-    except Exception as exc:
-        log.exception("could not queue comparison result %s", result_id)
-        result_mark_failed(result_id=result_id, error=f"could not queue the comparison: {exc}")
+    except Exception:
+        log.exception("could not queue comparison result %s; the sweeper will send it",
+                      result_id)
+        ComparisonResult.objects.filter(pk=result_id, state=c.JOB_STATE_QUEUED,
+                                        celery_task_id=task_id).update(message=WAITING_FOR_QUEUE)
+        return False
+    ComparisonResult.objects.filter(pk=result_id, celery_task_id=task_id).update(
+        sent=timezone.now())
+    return True
+
+
+def result_send_on_commit(result: ComparisonResult) -> None:
+    result_id, task_id = result.pk, result.celery_task_id
+    transaction.on_commit(lambda: _send(result_id, task_id))
+
+
+def result_requeue(*, result_id: int) -> ComparisonResult | None:
+    """Run the comparison step again now (``rerun_jobs --comparison``), whatever its state."""
+    with transaction.atomic():
+        result = ComparisonResult.objects.select_for_update().filter(pk=result_id).first()
+        if result is None:
+            return None
+        result.state = c.JOB_STATE_QUEUED
+        result.progress = 0
+        result.message = "waiting for a worker"
+        result.error = ""
+        result.celery_task_id = uuid.uuid4().hex
+        result.sent = None
+        result.started = result.finished = None
+        result.save(update_fields=["state", "progress", "message", "error", "celery_task_id",
+                                   "sent", "started", "finished"])
+        result_send_on_commit(result)
+    return result
 
 
 def comparison_result_ensure(*, comparison: Comparison, force: bool = False
@@ -108,7 +141,7 @@ def comparison_result_ensure(*, comparison: Comparison, force: bool = False
             return None
         defaults = {"state": c.JOB_STATE_QUEUED, "progress": 0, "message": "waiting for a worker",
                     "error": "", "celery_task_id": uuid.uuid4().hex, "inputs": inputs,
-                    "started": None, "finished": None}
+                    "started": None, "finished": None, "sent": None}
         if existing is None:
             result = ComparisonResult.objects.create(comparison=comparison, **defaults)
         else:
@@ -116,43 +149,75 @@ def comparison_result_ensure(*, comparison: Comparison, force: bool = False
                 setattr(existing, k, v)
             existing.save()
             result = existing
-        transaction.on_commit(lambda: _send(result.pk, result.celery_task_id))
+        result_send_on_commit(result)
     return result
 
 
 def result_start(*, result_id: int, task_id: str = "") -> ComparisonResult | None:
-    """Running; None when the row is gone or already final (a duplicate delivery)."""
+    """Claim the step for one attempt (``result.attempts`` is its token), as
+    :func:`reviewapp.services.jobs.job_start` does for a job: None when the row is gone or
+    final, the task superseded, or another attempt is alive; a stale attempt is taken over."""
+    from reviewapp.services.delivery import is_stale
+
     with transaction.atomic():
         result = ComparisonResult.objects.select_for_update().filter(pk=result_id).first()
         if result is None or result.state in c.JOB_FINAL_STATES:
             return None
         if task_id and result.celery_task_id and task_id != result.celery_task_id:
             return None  # superseded by a newer queueing of the same comparison
+        if result.state == c.JOB_STATE_RUNNING:
+            if not is_stale(result.heartbeat, result.started):
+                log.info("comparison result %s is running; ignoring a second delivery", result_id)
+                return None
+            log.warning("comparison result %s: attempt %s lost its worker; taking over",
+                        result_id, result.attempts)
+        now = timezone.now()
         result.state = c.JOB_STATE_RUNNING
-        result.started = timezone.now()
+        result.attempts += 1
+        result.started = now
+        result.heartbeat = now
         result.progress = 5
         result.message = "loading results"
-        result.save(update_fields=["state", "started", "progress", "message"])
+        result.save(update_fields=["state", "attempts", "started", "heartbeat", "progress",
+                                   "message"])
     return result
 
 
-def result_progress(*, result_id: int, progress: int, message: str = "") -> None:
-    ComparisonResult.objects.filter(pk=result_id, state=c.JOB_STATE_RUNNING).update(
-        progress=max(0, min(100, int(progress))), message=message[:200])
+def _current(result_id: int, attempt: int | None) -> Any:
+    qs = ComparisonResult.objects.filter(pk=result_id, state=c.JOB_STATE_RUNNING)
+    return qs if attempt is None else qs.filter(attempts=attempt)
 
 
-def result_mark_failed(*, result_id: int, error: str) -> None:
-    ComparisonResult.objects.filter(pk=result_id).exclude(state=c.JOB_STATE_SUCCEEDED).update(
-        state=c.JOB_STATE_FAILED, error=error, message="failed", finished=timezone.now())
+def result_progress(*, result_id: int, progress: int, message: str = "",
+                    attempt: int | None = None) -> bool:
+    return bool(_current(result_id, attempt).update(
+        progress=max(0, min(100, int(progress))), message=message[:200],
+        heartbeat=timezone.now()))
+
+
+def result_heartbeat(*, result_id: int, attempt: int) -> bool:
+    return bool(_current(result_id, attempt).update(heartbeat=timezone.now()))
+
+
+def result_mark_failed(*, result_id: int, error: str, attempt: int | None = None) -> None:
+    qs = ComparisonResult.objects.filter(pk=result_id).exclude(state=c.JOB_STATE_SUCCEEDED)
+    if attempt is not None:
+        qs = qs.filter(attempts=attempt, state=c.JOB_STATE_RUNNING)
+    qs.update(state=c.JOB_STATE_FAILED, error=error, message="failed", finished=timezone.now())
 
 
 def result_store(*, result_id: int, compare: dict[str, Any] | None, verdict: dict[str, Any] | None,
                  model: dict[str, Any] | None, report: str,
-                 charts: Mapping[tuple[str, str, str], str]) -> ComparisonResult | None:
-    """Results, chart payloads and the final state, atomically (charts replaced wholesale)."""
+                 charts: Mapping[tuple[str, str, str], str],
+                 attempt: int | None = None) -> ComparisonResult | None:
+    """Results, chart payloads and the final state, atomically (charts replaced wholesale).
+
+    Idempotent: None when the step is not running or ``attempt`` is not its current attempt."""
     with transaction.atomic():
         result = ComparisonResult.objects.select_for_update().filter(pk=result_id).first()
         if result is None or result.state != c.JOB_STATE_RUNNING:
+            return None
+        if attempt is not None and result.attempts != attempt:
             return None
         ComparisonChart.objects.filter(comparison_id=result.comparison_id).delete()
         ComparisonChart.objects.bulk_create([

@@ -40,7 +40,8 @@ def test_load_demo_creates_user_and_analyzed_comparisons():
 
 
 def test_import_bundle_and_rerun_failed(tmp_path, seed000_before):
-    """import_bundle stores files; rerun_jobs --failed queues a new job for a failed bundle."""
+    """import_bundle stores files; a parse failure is not rerun by --failed (it would fail
+    again) but by --parse-failed (after a parser fix)."""
     good = tmp_path / "g.txt"
     good.write_bytes(seed000_before)
     bad = tmp_path / "b.txt"
@@ -55,8 +56,11 @@ def test_import_bundle_and_rerun_failed(tmp_path, seed000_before):
     for job in AnalysisJob.objects.all():
         run_analysis(job.pk)
     failed = TraceBundle.objects.get(parse_status="failed")
+    with pytest.raises(SystemExit) as exit_:
+        call_command("rerun_jobs", "--failed", stdout=io.StringIO(), stderr=io.StringIO())
+    assert exit_.value.code == 2
     out = io.StringIO()
-    call_command("rerun_jobs", "--failed", stdout=out)
+    call_command("rerun_jobs", "--parse-failed", stdout=out)
     assert f"bundle {failed.pk}: queued job" in out.getvalue()
     assert AnalysisJob.objects.filter(bundle=failed, state="queued").count() == 1
     assert BundleResult.objects.count() == 2  # the two good imports, one bundle each

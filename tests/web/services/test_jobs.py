@@ -106,24 +106,30 @@ def test_manifest_kernel_fills_bundle_kernel(make_upload, seed000_before):
     assert bundle.result.ingest["manifest"]["kernel"] == "6.1.0-57-amd64"
 
 
-def test_unexpected_error_reaches_on_failure(make_upload, seed000_before, monkeypatch):
-    """An engine bug propagates out of the task body and on_failure records it readably."""
+def test_unexpected_error_fails_the_job_with_details_in_the_log_only(make_upload, seed000_before,
+                                                                     monkeypatch, caplog):
+    """An engine bug fails the job with a readable sentence; the exception text and traceback
+    go to the worker's log, never onto the job (anyone who can read the page sees it)."""
     import workers.analyzers
-    from reviewapp.tasks import analyze_bundle
+    from reviewapp.tasks import INTERNAL_ERROR, analyze_bundle
 
     bundle, job = _bundle(make_upload, seed000_before)
 
     def boom(*args, **kwargs):
-        raise RuntimeError("analyzer exploded")
+        raise RuntimeError("analyzer exploded at 10.0.0.7:6379")
 
     monkeypatch.setattr(workers.analyzers, "analyze", boom)
-    with pytest.raises(RuntimeError):
-        run_analysis(job.pk)
-    analyze_bundle.on_failure(RuntimeError("analyzer exploded"), "tid", [job.pk], {}, None)
+    assert run_analysis(job.pk) == "failed"
     job.refresh_from_db()
-    assert job.state == "failed"
-    assert job.error == "internal error in the worker: RuntimeError: analyzer exploded"
+    assert job.state == "failed" and job.error == INTERNAL_ERROR
+    assert "10.0.0.7" not in job.error + str(job.error_detail) + job.message
+    assert "analyzer exploded at 10.0.0.7" in caplog.text
     assert not BundleResult.objects.filter(bundle=bundle).exists()
+    # a crash before the claim (on_failure) says the same
+    _, job2 = _bundle(make_upload, seed000_before + b"\n")
+    analyze_bundle.on_failure(RuntimeError("db at 10.0.0.8"), "tid", [job2.pk], {}, None)
+    job2.refresh_from_db()
+    assert job2.state == "failed" and job2.error == INTERNAL_ERROR
 
 
 def test_succeeded_job_is_never_marked_failed_afterwards(make_upload, seed000_before):
