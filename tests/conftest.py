@@ -277,7 +277,7 @@ def start_worker(*, env: dict[str, str], queues: list[str], name: str, log: Path
     """``celery -A workers.celery worker -Q <queues> --pool=solo`` started and ready.
 
     The worker is its own process group: ``os.killpg(proc.pid, SIGKILL)`` kills the main
-    process and its pool children together (tests/e2e/test_delivery.py)."""
+    process and its pool children together (tests/e2e/test_exactly_once.py)."""
     cmd = [sys.executable, "-m", "celery", "-A", "workers.celery", "worker",
            "-Q", ",".join(queues), f"--pool={pool}", "--concurrency=1", "--loglevel=INFO",
            "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}@%h"]

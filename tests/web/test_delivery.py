@@ -1,6 +1,6 @@
 """Delivery services on real PostgreSQL: the claim, attempt tokens, the sweeper, replaced files,
 rerun_jobs and cleanup_storage. The same guarantees end to end, with real worker processes
-killed and a broker that is down: tests/e2e/test_delivery.py."""
+killed and a broker that is down: tests/e2e/test_exactly_once.py."""
 
 from __future__ import annotations
 
