@@ -243,4 +243,4 @@ def test_broker_down_at_upload_then_back_the_sweeper_sends_jobs_and_steps_once(
     step_y.refresh_from_db()
     assert step_y.attempts == 1 and step_y.sent is not None
     check = client.get(f"/api/v1/comparisons/{y.pk}/check/").json()
-    assert check["state"] in ("pass", "warn", "fail")
+    assert check["state"] not in ("pending", "error"), check
