@@ -35,6 +35,27 @@ FILES_HELP = ("Several files (blkparse text, per-CPU blktrace binaries, ftrace, 
               ".tar.zst/.zip bundle. An idle CPU's empty .blktrace.N is fine.")
 
 
+def policy_options() -> list[dict[str, str]]:
+    """The known policies as the upload form offers them: every kernel change point of the
+    engine's presets (field, old -> new, which kernel) and the seed patches' own policies, each
+    with one line on what the field does (``workers.model.policy.field_help``)."""
+    from workers.model.policy import POLICY_FIELDS, field_help
+    from workers.model.presets import extra_policy_choices, policy_choices
+
+    helps = field_help()
+    out = []
+    for ch in policy_choices() + extra_policy_choices():
+        if ch["field"] not in POLICY_FIELDS:
+            continue
+        where = f"kernel {ch['kernel']}" if ch["kernel"] else "patch, in no kernel"
+        out.append({"key": f"{ch['value']}@{ch['kernel'] or 'patch'}", "value": ch["value"],
+                    "field": ch["field"], "old": str(ch["old"]), "new": str(ch["new"]),
+                    "label": f"{ch['field']}: {ch['old']} → {ch['new']} ({where})",
+                    "help": helps.get(ch["field"], "").replace("``", ""),
+                    "what": ch["what"], "kernel": ch["kernel"]})
+    return out
+
+
 class UploadForm(forms.Form):
     """Patch metadata, optional patch mail, both sides' files and the test setup."""
 
@@ -67,9 +88,13 @@ class UploadForm(forms.Form):
                                        "model reads limits from the manifest or the stack spec)")
     workload = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                                help_text="e.g. dd if=/dev/md0 of=/dev/null bs=4480k iflag=direct")
-    policy = forms.CharField(max_length=300, required=False, label="Policy under test",
-                             help_text="kernel-model.md section 7 names, e.g. "
-                                       "split_remainder=head")
+    policy = forms.CharField(max_length=300, required=False, label="Other policy values",
+                             help_text="field=value,... for a value not offered above, e.g. "
+                                       "bio_build=align:131072")
+    policy_choices = forms.MultipleChoiceField(
+        required=False, label="Policies under test", widget=forms.CheckboxSelectMultiple,
+        help_text="what the patch changes, as the model knows it; the presets' differences "
+                  "between the two kernels are preselected")
     thresholds = forms.CharField(max_length=500, required=False, label="Check thresholds",
                                  help_text="override the CI check's defaults, e.g. "
                                            "throughput_drop_fail_pct=5,latency_rise_warn_pct=20")
@@ -86,8 +111,36 @@ class UploadForm(forms.Form):
         help_text="use the patched runs of this comparison (of the patch named by Fixes:) as "
                   "the baseline instead of uploading baseline files")
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.policy_options = policy_options()
+        self.fields["policy_choices"].choices = [(o["key"], o["label"])
+                                                 for o in self.policy_options]
+
+    def clean_policy_choices(self) -> list[str]:
+        return list(self.cleaned_data.get("policy_choices") or [])
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        merged: dict[str, str] = {}
+        for key in data.get("policy_choices") or []:
+            field, _, value = key.split("@", 1)[0].partition("=")
+            if field in merged and merged[field] != value:
+                self.add_error("policy_choices", f"{field} is chosen twice: {merged[field]} and "
+                               f"{value}; keep one")
+            merged[field] = value
+        text = str(data.get("policy") or "")
+        body = text.split(": ", 1)[1] if ": " in text else text
+        for part in body.split(","):
+            if "=" in part:
+                field, _, value = part.strip().partition("=")
+                if field in merged and merged[field] != value:
+                    self.add_error("policy", f"{field} is also chosen above as {merged[field]}")
+                merged[field] = value
+            elif part.strip():
+                merged[part.strip()] = ""  # the policy check says what is wrong with it
+        if data.get("policy_choices"):
+            data["policy"] = ",".join(f"{k}={v}" if v else k for k, v in merged.items())
         if not data.get("baseline_files") and not data.get("baseline_from"):
             self.add_error("baseline_files", "Upload at least one baseline file.")
         if not data.get("patched_files"):

@@ -10,6 +10,7 @@ urlpatterns = [
     path("", pages.home, name="home"),
     path("healthz", pages.healthz, name="healthz"),
     path("upload/", comparisons.upload, name="upload"),
+    path("upload/preset-diff.json", comparisons.preset_diff, name="upload-preset-diff"),
     path("comparisons/<int:pk>/", comparisons.detail, name="comparison-detail"),
     path("comparisons/<int:pk>/progress.json", comparisons.progress, name="comparison-progress"),
     path("comparisons/<int:pk>/sections/<slug:section>.json", comparisons.section,

@@ -75,7 +75,11 @@ def upload(request: HttpRequest) -> HttpResponse:
     patch = _upload_patch(request, request.POST.get("patch") if request.method == "POST"
                           else request.GET.get("patch"))
     offers = fixes_offers(patch, request.user) if patch is not None else []
-    ctx: dict[str, Any] = {"patch": patch, "fix_offers": offers}
+    from workers.model.device import PRESETS as DEVICE_PRESETS
+    from workers.model.stack import KINDS
+
+    ctx: dict[str, Any] = {"patch": patch, "fix_offers": offers, "stack_kinds": KINDS,
+                           "device_types": tuple(DEVICE_PRESETS)}
     if request.method == "POST":
         form = UploadForm(request.POST, request.FILES)
         if form.is_valid():
@@ -296,3 +300,15 @@ def rules(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, "Rules saved; the check is being computed again.")
     return redirect(f"{comparison.get_absolute_url()}#check")
+
+
+@require_GET
+def preset_diff(request: HttpRequest) -> JsonResponse:
+    """``{"values": ["split_remainder=head", ...]}``: what the presets of two kernels set
+    differently (the upload form preselects these policies). Unreadable versions give []."""
+    from workers.model.presets import preset_difference
+
+    base = request.GET.get("baseline", "")[:100]
+    patched = request.GET.get("patched", "")[:100]
+    return JsonResponse({"values": preset_difference(base, patched) if base and patched
+                         else []})

@@ -92,3 +92,28 @@ def test_summary_link_to_chart_and_run_switch(runs_comparison, live_server, brow
         "#section-ordering .charts[data-chart='lba']")].filter(r => !r.hidden)
         .map(r => r.dataset.run)""")
     assert shown == ["2"]
+
+
+def test_upload_form_preselects_the_presets_difference_and_builds_a_stack(
+        transactional_db, live_server, user, password, browser_page):
+    """Typing both kernels preselects what their presets differ in; the builder writes the
+    stack spec."""
+    page = browser_page
+    page.goto(f"{live_server.url}/accounts/login/?next=/upload/")
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/upload/")
+    page.fill("#id_baseline_kernel", "6.17.13")
+    page.fill("#id_patched_kernel", "6.18.15")
+    page.locator("#id_patched_kernel").dispatch_event("change")
+    page.wait_for_selector("#field-policy_choices[data-preselected='2']")
+    checked = page.eval_on_selector_all("input[name=policy_choices]:checked",
+                                        "els => els.map(e => e.value)")
+    assert sorted(checked) == ["dio_bio_limit=pages@6.18", "split_remainder=head@6.18"]
+    page.select_option("#sb-kind", "raid0")
+    page.fill("#sb-disks", "2")
+    page.fill("#sb-chunk", "64k")
+    page.select_option("#sb-device", "sata_ssd")
+    page.click("#sb-write")
+    assert page.input_value("#id_stack") == "raid0:disks=2,chunk=64k,device=sata_ssd"

@@ -228,3 +228,25 @@ def _parse_size(text: str) -> int:
 
 
 parse_size = _parse_size
+
+
+def field_help() -> dict[str, str]:
+    """One line per policy field: the first sentence of its entry in :class:`Policy`'s
+    docstring (what the upload form shows beside each choice)."""
+    doc = Policy.__doc__ or ""
+    out: dict[str, str] = {}
+    current = ""
+    for line in doc.split("Attributes:", 1)[-1].splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        head, sep, rest = stripped.partition(": ")
+        names = [h.strip() for h in head.split(",")]
+        if sep and all(n in POLICY_FIELDS or n == "name" for n in names) and len(line) - len(
+                line.lstrip()) == 8:
+            for n in names:
+                out[n] = rest
+            current = names[-1]
+        elif current:
+            out[current] = f"{out[current]} {stripped}"
+    return {k: (v.split(". ")[0].rstrip(".") + ".") for k, v in out.items() if k != "name"}

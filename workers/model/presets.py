@@ -155,3 +155,55 @@ def describe(policy: Policy) -> dict[str, Any]:
     """Policy fields plus the preset name, for reports."""
     data = dataclasses.asdict(policy)
     return data
+
+
+def policy_choices() -> list[dict[str, Any]]:
+    """Every behaviour change a kernel made, as the upload form's "policy under test" offers it.
+
+    One entry per (field, old value -> new value) of :data:`CHANGES`, in kernel order:
+    ``{"field", "old", "new", "kernel" ("6.18"), "what" (the change point's source line),
+    "value" ("split_remainder=head")}``. Fields set by no change point (``bio_build``, the
+    seed patches' own policies) are offered with their choices by :func:`extra_policy_choices`.
+    """
+    out: list[dict[str, Any]] = []
+    current: dict[str, Any] = dict(CHANGES[0][1])
+    for first, changes, source in CHANGES[1:]:
+        for field, new in changes.items():
+            old = current.get(field)
+            if old == new:
+                continue
+            out.append({"field": field, "old": old, "new": new,
+                        "kernel": ".".join(str(v) for v in first[:2]) if first[2] == 0
+                        else ".".join(str(v) for v in first),
+                        "what": source, "value": f"{field}={new}"})
+            current[field] = new
+    return out
+
+
+#: Policies of the seed patches that no kernel preset changes (they stayed patches or RFCs).
+EXTRA_CHOICES: tuple[tuple[str, str, str, str], ...] = (
+    ("bio_build", "uncapped", "cap_max_sectors",
+     "Ed Tsai's 'check the queue limit before bio submitting' (seed 001, not merged)"),
+    ("bio_build", "uncapped", "align:262144",
+     "Ming Lei's align-to-256K counter-patch (seed 001, not merged)"),
+    ("tag_preempt", "always", "waiters_first",
+     "Yu Kuai's 'improve tag allocation under heavy load' series (seed 003)"),
+)
+
+
+def extra_policy_choices() -> list[dict[str, Any]]:
+    return [{"field": f, "old": old, "new": new, "kernel": "", "what": what,
+             "value": f"{f}={new}"} for f, old, new, what in EXTRA_CHOICES]
+
+
+def preset_difference(baseline_kernel: str, patched_kernel: str) -> list[str]:
+    """``["split_remainder=head", ...]``: the fields the two kernels' presets set differently,
+    with the patched kernel's value (what the upload form preselects). Empty when either
+    version cannot be read."""
+    try:
+        old = preset_for_kernel(baseline_kernel)
+        new = preset_for_kernel(patched_kernel)
+    except ModelConfigError:
+        return []
+    a, b = dataclasses.asdict(old), dataclasses.asdict(new)
+    return [f"{k}={b[k]}" for k in a if k != "name" and a[k] != b[k]]
