@@ -54,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="run a matrix file (kernels x cases), e.g. workers/lab/matrix.toml")
     w.add_argument("--only", action="append", default=[], metavar="REGEX",
                    help="with --matrix: only cases (or kernels) matching")
+    w.add_argument("--export", type=Path, metavar="DEST",
+                   help="with --matrix and --out: copy captured bundles (--kernel, --only "
+                        "filter) to DEST/<split>/<kernel>/ as regression data; no VM runs")
     o = parser.add_argument_group("machine and output")
     o.add_argument("--out", type=Path, default=Path("lab-out"),
                    help="output directory (default ./lab-out)")
@@ -110,8 +113,13 @@ def _run(args: argparse.Namespace) -> int:
         print("\n".join(K.available_versions(apt)))
         return 0
     if args.matrix:
-        from workers.lab.matrix import run_matrix
+        from workers.lab.matrix import export_subset, run_matrix
 
+        if args.export:
+            kept = export_subset(args.out, args.export, kernels=args.kernel or None,
+                                 only=args.only or None)
+            print(f"{len(kept)} bundle(s) exported to {args.export}")
+            return 0 if kept else 1
         return run_matrix(args.matrix, args.out, only=args.only, accel=args.accel,
                           progress=clock, kernels=args.kernel or None)
     disk = parse_disk_spec(args.disk) if args.disk else DiskSpec()

@@ -136,7 +136,7 @@ def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: s
     failures = 0
     for kspec in kernels or m.kernels:
         kernel = fetch_debian(kspec, progress=say)
-        for dspec, group in m.groups().items():
+        for gi, (dspec, group) in enumerate(m.groups().items()):
             todo = [c for c in group
                     if (not pats or any(p.search(c.case.name) or p.search(kernel.version)
                                         for p in pats))
@@ -146,7 +146,7 @@ def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: s
             t0 = time.monotonic()
             try:
                 res = run_kernel(kernel, [c.case for c in todo], out, disk=_merge_disk(dspec),
-                                 accel=accel, progress=say)
+                                 accel=accel, progress=say, label=f"boot{gi}")
             except LabError as exc:
                 say(f"[{kernel.version}] boot failed: {exc}")
                 failures += len(todo)
@@ -172,3 +172,39 @@ def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: s
             index_path.write_text(json.dumps(index, indent=1, sort_keys=True))
     index_path.write_text(json.dumps(index, indent=1, sort_keys=True))
     return 1 if failures else 0
+
+
+def export_subset(src: Path, dest: Path, *, kernels: list[str] | None = None,
+                  only: list[str] | None = None, max_bundle_bytes: int = 400_000) -> list[str]:
+    """Copy captured bundles into ``dest/<split>/<kernel>/<case>.tar.zst`` (regression data).
+
+    Keeps cells whose kernel is in ``kernels`` (all when None), whose case matches one of
+    ``only`` (all when None) and whose archive is at most ``max_bundle_bytes``; writes
+    ``dest/index.json`` with those cells. Returns the copied cell keys.
+
+    Raises:
+        LabError: ``src`` has no index.json (nothing captured there).
+    """
+    index_path = src / "index.json"
+    if not index_path.exists():
+        raise LabError(f"{src}: no index.json (capture the matrix first)")
+    cells = json.loads(index_path.read_text()).get("cells", {})
+    pats = [re.compile(p) for p in only or []]
+    kept: dict[str, Any] = {}
+    for key, cell in sorted(cells.items()):
+        if not cell.get("ok") or not cell.get("bundle"):
+            continue
+        if kernels and cell["kernel"] not in kernels:
+            continue
+        if pats and not any(p.search(cell["case"]) for p in pats):
+            continue
+        archive = src / cell["bundle"]
+        if not archive.exists() or archive.stat().st_size > max_bundle_bytes:
+            continue
+        rel = Path(cell["split"]) / cell["kernel"] / archive.name
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(archive, dest / rel)
+        kept[key] = dict(cell, bundle=str(rel))
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "index.json").write_text(json.dumps({"cells": kept}, indent=1, sort_keys=True))
+    return sorted(kept)

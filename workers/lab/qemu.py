@@ -194,6 +194,14 @@ class BootTimeout(LabError):
     """No ``@@lab init`` in time (the kernel hung or panicked early)."""
 
 
+class GuestStopped(LabError):
+    """The guest booted but stopped before ``all done``; ``result`` says what it finished."""
+
+    def __init__(self, message: str, result: BootResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 def boot(cmd: list[str], *, log: Path, progress: Callable[[str], None],
          boot_timeout: float = 300.0, timeout: float = 3600.0) -> BootResult:
     """Run qemu to its end, passing ``@@lab`` console lines to ``progress``.
@@ -256,8 +264,9 @@ def boot(cmd: list[str], *, log: Path, progress: Callable[[str], None],
     fatal = [m for m in markers if m.startswith("fatal")]
     if fatal:
         raise LabError(f"guest: {fatal[0]}; console log {log}")
+    result = BootResult(accel, time.monotonic() - t0, boot_s, proc.returncode, markers)
     if not any(m.startswith("all done") for m in markers):
-        raise LabError(f"the guest stopped before finishing its cases (qemu exit "
-                       f"{proc.returncode}); console log {log}; last lines:\n  "
-                       + "\n  ".join(list(tail)[-20:]))
-    return BootResult(accel, time.monotonic() - t0, boot_s, proc.returncode, markers)
+        raise GuestStopped(f"the guest stopped before finishing its cases (qemu exit "
+                           f"{proc.returncode}); console log {log}; last lines:\n  "
+                           + "\n  ".join(list(tail)[-20:]), result)
+    return result

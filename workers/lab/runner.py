@@ -30,6 +30,7 @@ from workers.lab.initramfs import build_initramfs
 from workers.lab.kernels import Kernel
 from workers.lab.qemu import (
     BootTimeout,
+    GuestStopped,
     DiskSpec,
     boot,
     choose_accel,
@@ -76,12 +77,16 @@ def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec |
                accel: str = "auto", memory_mb: int = 4096, cpus: int = 2,
                role: str | None = None, progress: Progress | None = None,
                boot_timeout: float = 420.0, timeout: float | None = None,
-               keep_scratch: bool = False) -> RunResult:
+               keep_scratch: bool = False, label: str = "") -> RunResult:
     """Boot ``kernel`` once and run every case; one bundle per case that got to tracing.
 
+    ``label`` names this boot's console log, script and results (``console.<label>.log``)
+    when one kernel boots several times into the same ``out`` (matrix groups).
+
     Raises:
-        LabError: no accelerator, the guest root or initramfs could not be built, the guest did
-            not boot or did not finish. A failed *case* is reported in the result instead.
+        LabError: no accelerator, the guest root or initramfs could not be built, or the guest
+            did not boot. A guest that stops before its last case still yields the bundles
+            of the cases it finished; the others are failed with the console's tail.
     """
     disk = disk or DiskSpec()
     if not cases:
@@ -109,7 +114,8 @@ def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec |
         ndisks = disks_needed(cases)
         script = guest_script(cases, disks=ndisks, rotational=disk.rotational)
         (share / "run.sh").write_text(script)
-        (kdir / "run.sh").write_text(script)
+        sfx = f".{label}" if label else ""
+        (kdir / f"run{sfx}.sh").write_text(script)
         jobs = [c.workload.job_file for c in cases if c.workload.job_file]
         if jobs:
             (share / "jobs").mkdir()
@@ -119,15 +125,20 @@ def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec |
         disks = make_disks(scratch / "disks", ndisks, disk)
         limit = timeout or (600.0 + 300.0 * len(cases))
         result = None
+        unfinished = ""
         for i, acc in enumerate(order):
             cmd = qemu_command(image=kernel.image, initrd=initrd, disks=disks, disk=disk,
                                share=share, accel=acc, memory_mb=memory_mb, cpus=cpus)
-            (kdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
+            (kdir / f"qemu{sfx}.cmd").write_text(" ".join(cmd) + "\n")
             note(f"booting under {acc.upper()} with {ndisks} disk(s), {len(cases)} case(s)")
             try:
-                result = boot(cmd, log=kdir / "console.log", progress=note,
+                result = boot(cmd, log=kdir / f"console{sfx}.log", progress=note,
                               boot_timeout=90.0 if acc == "kvm" and len(order) > 1
                               else boot_timeout, timeout=limit)
+            except GuestStopped as exc:
+                note(f"the guest stopped early: {exc}")
+                result = exc.result
+                unfinished = str(exc)
             except BootTimeout:
                 if acc == "kvm" and i + 1 < len(order):
                     note("KVM boot hung (nested hypervisor?); falling back to TCG")
@@ -139,16 +150,22 @@ def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec |
                 kvm_known(True)
             break
         assert result is not None
+        done = {m.split()[1] for m in result.markers
+                if m.startswith("case ") and " done rc=" in m}
         timings["boot_s"] = result.boot_seconds
         timings["vm_total_s"] = result.seconds
         run = RunResult(kernel.version, result.accel, timings=timings)
         shutil.copy2(share / "uname.txt", kdir / "uname.txt") if (
             share / "uname.txt").exists() else None
         if (share / "run.log").exists():
-            shutil.copy2(share / "run.log", kdir / "run.log")
+            shutil.copy2(share / "run.log", kdir / f"run{sfx}.log")
         for case in cases:
+            if unfinished and case.name not in done:
+                run.cases.append(CaseResult(case.name, False, "the guest stopped before this "
+                                            f"case finished: {unfinished[:1500]}"))
+                continue
             run.cases.append(_collect(case, share, kdir, kernel, result.accel, disk, role))
-        (kdir / "results.json").write_text(json.dumps(
+        (kdir / f"results{sfx}.json").write_text(json.dumps(
             {"kernel": kernel.version, "source": kernel.source, "accel": result.accel,
              "timings": timings, "cases": [c.to_json() for c in run.cases]}, indent=1))
         timings["total_s"] = time.monotonic() - t0

@@ -140,3 +140,32 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert "--patched VERSION (or --patched-image) is missing" in capsys.readouterr().err
     assert main(["lab", "--kernel-image", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 1
     assert "not found" in capsys.readouterr().err
+
+
+def test_export_subset_keeps_ok_small_matching_cells(tmp_path: Path) -> None:
+    """Only captured, small, matching cells are copied, under their split and kernel."""
+    from workers.lab.matrix import export_subset
+
+    src = tmp_path / "src"
+    cells = {}
+    for kernel, case, split, ok, size in (
+            ("6.1.0-57-amd64", "r5_a", "calibration", True, 100),
+            ("6.1.0-57-amd64", "r5_b", "evaluation", True, 100),
+            ("6.1.0-57-amd64", "r5_big", "evaluation", True, 10_000),
+            ("6.1.0-57-amd64", "r5_failed", "evaluation", False, 100),
+            ("7.2.13+deb14-amd64", "r5_a", "calibration", True, 100),
+            ("7.2.13+deb14-amd64", "r0_x", "calibration", True, 100)):
+        rel = f"{kernel}/{case}.tar.zst"
+        (src / kernel).mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(b"x" * size)
+        cells[f"{kernel}/{case}"] = {"kernel": kernel, "case": case, "split": split,
+                                     "ok": ok, "bundle": rel if ok else None}
+    (src / "index.json").write_text(json.dumps({"cells": cells}))
+    dest = tmp_path / "dest"
+    kept = export_subset(src, dest, only=["^r5_"], max_bundle_bytes=1000)
+    assert kept == ["6.1.0-57-amd64/r5_a", "6.1.0-57-amd64/r5_b", "7.2.13+deb14-amd64/r5_a"]
+    assert (dest / "evaluation/6.1.0-57-amd64/r5_b.tar.zst").exists()
+    index = json.loads((dest / "index.json").read_text())["cells"]
+    assert index["6.1.0-57-amd64/r5_a"]["bundle"] == "calibration/6.1.0-57-amd64/r5_a.tar.zst"
+    with pytest.raises(LabError, match="no index.json"):
+        export_subset(tmp_path / "nothing", dest)
