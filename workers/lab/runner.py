@@ -30,8 +30,8 @@ from workers.lab.initramfs import build_initramfs
 from workers.lab.kernels import Kernel
 from workers.lab.qemu import (
     BootTimeout,
-    GuestStopped,
     DiskSpec,
+    GuestStopped,
     boot,
     choose_accel,
     kvm_known,
