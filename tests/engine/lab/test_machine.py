@@ -92,6 +92,13 @@ def test_guest_that_stops_early_is_an_error(tmp_path: Path) -> None:
         qemu.boot(_fake_qemu("print('@@lab init x'); print('Kernel panic - not syncing')"),
                   log=tmp_path / "c.log", progress=lambda _t: None, boot_timeout=30,
                   timeout=30)
+    with pytest.raises(qemu.GuestStopped) as stopped:
+        qemu.boot(_fake_qemu("print('@@lab init x'); print('@@lab case a done rc=0'); "
+                             "print('@@lab case b stack dm-stripe'); print('@@lab exit 1')"),
+                  log=tmp_path / "c.log", progress=lambda _t: None, boot_timeout=30,
+                  timeout=30)
+    # what the guest finished is kept: the runner still bundles case a
+    assert "case a done rc=0" in stopped.value.result.markers
     with pytest.raises(LabError, match="cannot mount the 9p share"):
         qemu.boot(_fake_qemu("print('@@lab init x'); "
                              "print('@@lab fatal: cannot mount the 9p share')"),
