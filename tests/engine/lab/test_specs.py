@@ -154,7 +154,7 @@ def test_guest_script_is_valid_bash_and_logs_every_command() -> None:
            "/dev/vda /dev/vdb /dev/vdc /dev/vdd" in script
     assert 'echo mq-deadline > /sys/block/$n/queue/scheduler' in script
     assert "echo 0 > /sys/block/vdd/queue/rotational" in script
-    assert script.index("run_case_r5\n") < script.index("run_case_dm\n")
+    assert script.index("( run_case_r5 )") < script.index("( run_case_dm )")
     with pytest.raises(LabError, match="unique"):
         guest_script([cases[0], cases[0]])
 
