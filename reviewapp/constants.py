@@ -163,3 +163,14 @@ WEBHOOK_DELIVERY_STATES = (
 GRANT_READ = "read"
 GRANT_WRITE = "write"
 GRANT_LEVELS = ((GRANT_READ, "Read"), (GRANT_WRITE, "Read and change"))
+
+#: Scopes of an API token: what a request made with it may do (reviewapp.api.permissions).
+TOKEN_SCOPE_READ = "read"
+TOKEN_SCOPE_UPLOAD = "upload"
+TOKEN_SCOPE_CHECK = "check"
+TOKEN_SCOPES = (
+    (TOKEN_SCOPE_READ, "Read: GET every resource the user may read"),
+    (TOKEN_SCOPE_UPLOAD, "Upload: bundles, submissions, comparisons, runs, thresholds, sharing"),
+    (TOKEN_SCOPE_CHECK, "Check: post CI checks and verdicts"),
+)
+TOKEN_SCOPE_NAMES = tuple(s for s, _ in TOKEN_SCOPES)

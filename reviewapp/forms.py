@@ -157,6 +157,13 @@ class CommentForm(forms.Form):
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="What will use it, e.g. 'CI bot for md'.")
+    scopes = forms.MultipleChoiceField(
+        choices=c.TOKEN_SCOPES, widget=forms.CheckboxSelectMultiple,
+        initial=list(c.TOKEN_SCOPE_NAMES),
+        help_text="What requests made with it may do; a read-only token cannot upload.")
+    expires_in_days = forms.IntegerField(
+        required=False, min_value=1, max_value=3650, label="Expires in (days)",
+        help_text="Leave empty for a token that works until you revoke it.")
 
 
 class AddRunsForm(forms.Form):

@@ -486,8 +486,17 @@ class WebhookDelivery(models.Model):
         ordering = ["-created", "-pk"]
 
 
+def _all_scopes() -> list[str]:
+    return list(c.TOKEN_SCOPE_NAMES)
+
+
 class ApiToken(models.Model):
-    """A REST API token. Only its sha256 is stored; the key is shown once at creation."""
+    """A REST API token. Only its sha256 is stored; the key is shown once at creation.
+
+    ``scopes`` limit what requests made with it may do (read / upload / check, see
+    reviewapp.api.permissions.TokenScope); past ``expires`` (if set) it no longer
+    authenticates, like a revoked one.
+    """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
@@ -496,6 +505,8 @@ class ApiToken(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)
+    scopes = models.JSONField(default=_all_scopes, help_text="read, upload, check")
+    expires = models.DateTimeField(null=True, blank=True, help_text="none: until revoked")
 
     class Meta:
         ordering = ["-created"]
@@ -504,8 +515,14 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.prefix}…)"
 
     @property
+    def expired(self) -> bool:
+        from django.utils import timezone
+
+        return self.expires is not None and self.expires <= timezone.now()
+
+    @property
     def active(self) -> bool:
-        return self.revoked is None
+        return self.revoked is None and not self.expired
 
 
 class AccessGrant(models.Model):

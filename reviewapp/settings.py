@@ -434,7 +434,9 @@ REST_FRAMEWORK = {
         "reviewapp.api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    # reviewapp/access.py decides per object (404 when unreadable); TokenScope limits tokens
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly",
+                                   "reviewapp.api.permissions.TokenScope"],
     "DEFAULT_PARSER_CLASSES": [
         "rest_framework.parsers.JSONParser",
         "rest_framework.parsers.MultiPartParser",
@@ -461,6 +463,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "OAS_VERSION": "3.1.0",
     "ENUM_NAME_OVERRIDES": {"RoleEnum": "reviewapp.constants.ROLES"},
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "reviewapp.api.schema.add_auth_errors"],
     # Swagger UI / Redoc assets from drf-spectacular-sidecar, served locally (no CDN).
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -8,7 +8,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
 
-from reviewapp.services.tokens import token_authenticate
+from reviewapp.services.tokens import TokenRejected, token_authenticate
 
 
 class ApiTokenAuthentication(BaseAuthentication):
@@ -30,11 +30,15 @@ class ApiTokenAuthentication(BaseAuthentication):
         except UnicodeError as exc:
             bad_token_seen(request)
             raise exceptions.AuthenticationFailed("invalid token") from exc
-        token = token_authenticate(key=key)
+        try:
+            token = token_authenticate(key=key)
+        except TokenRejected as exc:
+            bad_token_seen(request)
+            raise exceptions.AuthenticationFailed(exc.reason) from exc
         if token is None:
             # guessing tokens: failures are counted per client IP (429 past the budget)
             bad_token_seen(request)
-            raise exceptions.AuthenticationFailed("invalid or revoked token")
+            raise exceptions.AuthenticationFailed("invalid token")
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from reviewapp import constants as c
 from reviewapp.access import bundle_for_reader
 from reviewapp.api.base import ErrorSerializer, UploadApiView, files_of, flag
+from reviewapp.api.permissions import TokenScope
 from reviewapp.api.serializers import BundleOutput, BundleResultsOutput
 from reviewapp.models import BundleResult, TraceBundle
 from reviewapp.selectors import latest_job
@@ -50,7 +51,7 @@ class BundleCreateApi(UploadApiView):
     """POST a bundle: always a new bundle of the caller (201), whatever the bytes; stored
     bytes are shared with earlier uploads of the same content, bundles never are."""
 
-    permission_classes = [IsAuthenticated]
+    permission_classes = [IsAuthenticated, TokenScope]
 
     @extend_schema(
         operation_id="bundle_create",

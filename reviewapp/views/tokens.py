@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from reviewapp.forms import TokenForm
@@ -22,10 +25,14 @@ def token_list(request: HttpRequest) -> HttpResponse:
         form = TokenForm(request.POST)
         if form.is_valid():
             try:
-                _, new_key = token_create(user=request.user, name=form.cleaned_data["name"])
+                days = form.cleaned_data.get("expires_in_days")
+                _, new_key = token_create(
+                    user=request.user, name=form.cleaned_data["name"],
+                    scopes=form.cleaned_data["scopes"],
+                    expires=timezone.now() + timedelta(days=days) if days else None)
                 form = TokenForm()
             except ServiceError as exc:
-                form.add_error("name", exc.message)
+                form.add_error(exc.field if exc.field in form.fields else "name", exc.message)
     tokens = ApiToken.objects.filter(user=request.user)
     response = render(request, "reviewapp/tokens.html",
                       {"tokens": tokens, "form": form, "new_key": new_key})

@@ -21,7 +21,7 @@ def test_tokens_page_requires_login(client):
 
 def test_create_token_shown_once_stored_hashed(logged_in_client, user):
     """The key appears once in the response; the database holds only its sha256."""
-    r = logged_in_client.post(reverse("token-list"), {"name": "ci bot"})
+    r = logged_in_client.post(reverse("token-list"), {"name": "ci bot", "scopes": ["read", "upload"]})
     html = r.content.decode()
     m = re.search(r'<code id="new-key-value">(blk_[A-Za-z0-9_\-]+)</code>', html)
     assert m
@@ -38,7 +38,7 @@ def test_create_token_shown_once_stored_hashed(logged_in_client, user):
 
 def test_revoke_token(logged_in_client, client, user):
     """A revoked token stops working over the API."""
-    logged_in_client.post(reverse("token-list"), {"name": "ci"})
+    logged_in_client.post(reverse("token-list"), {"name": "ci", "scopes": ["read"]})
     token = ApiToken.objects.get(user=user)
     r = logged_in_client.post(reverse("token-revoke", args=[token.pk]))
     assert r.status_code == 302
