@@ -95,6 +95,36 @@ def grants_on(obj: Model) -> QuerySet[AccessGrant]:
     ).select_related("user", "group")
 
 
+# --- sharing -------------------------------------------------------------------------------
+
+#: The field naming the owner of each shareable model (who may share it).
+OWNER_FIELDS: dict[type[Model], str] = {
+    Comparison: "created_by_id", Patch: "submitted_by_id", Series: "submitted_by_id",
+}
+
+
+def owner_id_of(obj: Model) -> Any:
+    return getattr(obj, OWNER_FIELDS[type(obj)])
+
+
+def can_share(user: Any, obj: Model) -> bool:
+    """Only the owner (and staff) of a shareable object change its visibility and grants; a
+    write grant lets one change the object, not who else may see it."""
+    if type(obj) not in OWNER_FIELDS:
+        return False
+    if is_staff(user):
+        return True
+    return is_user(user) and owner_id_of(obj) == user.pk
+
+
+def for_sharer(obj: Model, user: Any) -> Model:
+    """``obj`` (already fetched through a ``*_for_reader``) if ``user`` may share it, else
+    PermissionDenied (403)."""
+    if not can_share(user, obj):
+        raise PermissionDenied("only the owner may change who can see this")
+    return obj
+
+
 # --- comparisons ---------------------------------------------------------------------------
 
 def comparisons_readable_by(user: Any) -> QuerySet[Comparison]:

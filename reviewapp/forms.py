@@ -232,3 +232,14 @@ class RulesForm(forms.Form):
         for r in rules or Thresholds().rules():
             self.fields[r["name"]] = forms.ChoiceField(
                 choices=RULE_LEVELS, label=r["rule"], initial=str(r["level"]))
+class ShareForm(forms.Form):
+    """The sharing panel of a comparison or patch (owner only): add or remove a grantee, or
+    switch public/private."""
+
+    action = forms.ChoiceField(choices=[("add", "add"), ("remove", "remove"),
+                                        ("visibility", "visibility")], widget=forms.HiddenInput)
+    name = forms.CharField(max_length=150, required=False, label="Share with",
+                           help_text="a user name, or group:NAME for a group")
+    level = forms.ChoiceField(choices=c.GRANT_LEVELS, required=False, initial=c.GRANT_READ)
+    grant = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    public = forms.BooleanField(required=False)

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from reviewapp.views import auth, comparisons, pages, series, threads, tokens
+from reviewapp.views import auth, comparisons, pages, series, sharing, threads, tokens
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -19,6 +19,7 @@ urlpatterns = [
     path("comparisons/<int:pk>/comments/", comparisons.comment, name="comparison-comment"),
     path("comparisons/<int:pk>/runs/", comparisons.add_runs, name="comparison-add-runs"),
     path("comparisons/<int:pk>/rules/", comparisons.rules, name="comparison-rules"),
+    path("comparisons/<int:pk>/sharing/", sharing.comparison_sharing, name="comparison-sharing"),
     path("series/", series.series_list, name="series-list"),
     path("series/new/", series.series_upload, name="series-upload"),
     path("series/<int:pk>/", series.series_detail, name="series-detail"),
@@ -38,6 +39,7 @@ urlpatterns = [
     path("comments/<int:pk>/delete/", threads.comment_delete_view, name="comment-delete"),
     path("comments/<int:pk>/history/", threads.comment_history, name="comment-history"),
     path("notifications/", threads.notification_settings, name="notification-settings"),
+    path("patches/<int:pk>/sharing/", sharing.patch_sharing, name="patch-sharing"),
     path("tokens/", tokens.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", tokens.token_revoke_view, name="token-revoke"),
     path("accounts/login/", auth.LoginView.as_view(), name="login"),

@@ -3,7 +3,13 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from reviewapp.api import bundles, comparisons, jobs, schema  # noqa: F401  (schema registers extensions)
+from reviewapp.api import (  # noqa: F401  (schema registers extensions)
+    bundles,
+    comparisons,
+    jobs,
+    schema,
+    sharing,
+)
 
 urlpatterns = [
     path("bundles/", bundles.BundleCreateApi.as_view(), name="api-bundle-create"),
@@ -24,6 +30,8 @@ urlpatterns = [
          name="api-comparison-analysis"),
     path("comparisons/<int:pk>/bundles/", comparisons.ComparisonAddBundlesApi.as_view(),
          name="api-comparison-add-bundles"),
+    path("comparisons/<int:pk>/access/", sharing.ComparisonAccessApi.as_view(),
+         name="api-comparison-access"),
     path("submissions/", comparisons.SubmissionCreateApi.as_view(), name="api-submission-create"),
     path("jobs/<int:pk>/", jobs.JobDetailApi.as_view(), name="api-job-detail"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -34,6 +34,7 @@ from reviewapp.services import ServiceError
 from reviewapp.services.bundles import bundle_create
 from reviewapp.services.comparisons import comparison_add_bundles, submission_create
 from reviewapp.services.threads import comment_create
+from reviewapp.views.sharing import sharing_context
 
 FIELD_OF = {"baseline": "baseline_files", "patched": "patched_files", "mbox": "mbox",
             "title": "title", "policy": "policy", "thresholds": "thresholds"}
@@ -167,6 +168,7 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
         "comment_form": CommentForm(),
         "add_runs_form": AddRunsForm(),
         "can_change": can_change_comparison(request.user, comparison),
+        "sharing": sharing_context(comparison, request.user),
         "result": result,
         "lazy": lazy,
         "index_devices": index_devices,

@@ -29,6 +29,7 @@ from reviewapp.selectors import (
 )
 from reviewapp.services import ServiceError
 from reviewapp.services.series import read_mail_upload, series_create_from_mail, series_relink
+from reviewapp.views.sharing import sharing_context
 
 
 class SeriesUploadForm(forms.Form):
@@ -181,6 +182,7 @@ def patch_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "timeline": patch_timeline(patch, comparisons),
         "states": c.PATCH_STATES,
         "verdict_form": VerdictForm(),
+        "sharing": sharing_context(patch, request.user),
     })
 
 

@@ -16,7 +16,7 @@ from reviewapp.services.comparisons import (
 )
 from reviewapp.services.jobs import comparison_refresh_status
 from reviewapp.services.threads import comment_create
-from reviewapp.services.tokens import token_authenticate, token_create, token_revoke
+from reviewapp.services.tokens import TokenRejected, token_authenticate, token_create, token_revoke
 from reviewapp.tasks import run_analysis
 from tests.conftest import past_head
 
@@ -139,11 +139,13 @@ def test_token_lifecycle(user, other_user):
     with pytest.raises(NotAllowed):
         token_revoke(token=token, user=other_user)
     token_revoke(token=token, user=user)
-    assert token_authenticate(key=key) is None
+    with pytest.raises(TokenRejected, match="revoked"):
+        token_authenticate(key=key)
     user.is_active = False
     user.save()
     _, key2 = token_create(user=user, name="again")
-    assert token_authenticate(key=key2) is None
+    with pytest.raises(TokenRejected, match="disabled"):
+        token_authenticate(key=key2)
 
 
 @pytest.mark.parametrize("suffix", [".tar", ".tar.xz", ".tar.zst", ".zip"])
