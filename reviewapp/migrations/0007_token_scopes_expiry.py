@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reviewapp', '0005_split_shared_bundles'),
+        ('reviewapp', '0006_bundle_strict'),
     ]
 
     operations = [
