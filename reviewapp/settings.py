@@ -288,6 +288,8 @@ BLKREVIEW_CHECK_THRESHOLDS: dict[str, float] = {
     "rule_zero_seek_drop": _check_float("rule_zero_seek_drop", 0.0),
     "rule_mean_seek_rise": _check_float("rule_mean_seek_rise", 0.0),
     "rule_member_order_change": _check_float("rule_member_order_change", 0.0),
+    # the sides differ in environment beyond the patch (workloads, stack, scheduler, limits)
+    "rule_environment": _check_float("rule_environment", 1.0),
 }
 BLKREVIEW_CHECK_ALPHA = _check_float("alpha", 0.05)
 

@@ -246,10 +246,37 @@ def model_panel(**kwargs: Any) -> dict[str, Any] | None:
         return {"state": "error", "error": f"{type(exc).__name__}: {exc}"}
 
 
+def _environment(rows: dict[str, list[Any]], policy: str) -> dict[str, Any] | None:
+    """Fingerprint of each side's first run (manifest, the uploader's fields, the devices
+    traced) and their consistency, given the policy under test and the fields the two
+    kernels' presets set differently."""
+    from workers.analyzers.environment import consistency, fingerprint
+    from workers.model.presets import preset_difference
+
+    fps = {}
+    for side in ("baseline", "patched"):
+        if not rows.get(side):
+            return None
+        r = rows[side][0]
+        manifest = (r.ingest or {}).get("manifest")
+        b = r.bundle
+        fps[side] = fingerprint(manifest if isinstance(manifest, dict) else None,
+                                kernel=b.kernel, stack=b.stack, limits=b.limits,
+                                workload=b.workload, results=r.data)
+    fields = [kv.split("=", 1)[0].strip()
+              for kv in (policy.split(": ", 1)[-1] if policy else "").split(",") if "=" in kv]
+    fields += [kv.split("=", 1)[0] for kv in preset_difference(fps["baseline"]["kernel"],
+                                                                fps["patched"]["kernel"])]
+    out = consistency(fps["baseline"], fps["patched"], policy_fields=fields)
+    out["sides"] = fps
+    return out
+
+
 def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],
              thresholds: dict[str, Any], alpha: float,
              fidelity_result: dict[str, Any] | None,
-             model: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+             model: dict[str, Any] | None = None,
+             environment: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(compare output, check verdict)``; the verdict as the API serves it:
     ``{"state": success|warning|fail, "reasons": [...], "notes": [...], "summary": "...",
     "timing": "...", "rules": [...], "runs_note": ..., "thresholds": {...}}``."""
@@ -259,7 +286,7 @@ def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],
 
     out = whatif.jsonable(with_summary(
         compare(baseline, patched, thresholds=thresholds, alpha=alpha,
-                fidelity_result=fidelity_result or None), model))
+                fidelity_result=fidelity_result or None, environment=environment), model))
     check = dict(out.get("check") or {})
     verdict = {"state": str(check.get("state") or "error"),
                "reasons": [str(r) for r in check.get("reasons") or []],
@@ -268,6 +295,9 @@ def _compare(baseline: list[dict[str, Any]], patched: list[dict[str, Any]],
                "timing": check.get("timing") or "",
                "rules": check.get("rules") or [],
                "words": summary_facts(out.get("words") or {}),
+               "environment": {k: (out.get("environment") or {}).get(k)
+                               for k in ("diffs", "warn", "unexpected")}
+               if out.get("environment") else None,
                "runs_note": check.get("runs_note"),
                "thresholds": check.get("thresholds") or thresholds}
     return out, verdict
@@ -360,7 +390,8 @@ def _compare_step(result: Any, attempt: int) -> str:
         fid = model.get("fidelity") if model and model.get("state") == "ok" else None
         compare_out, verdict = _compare(
             side_results.get("baseline", []), side_results.get("patched", []), thresholds,
-            float(settings.BLKREVIEW_CHECK_ALPHA), fid, model)
+            float(settings.BLKREVIEW_CHECK_ALPHA), fid, model,
+            environment=_environment(rows, comparison.policy))
         svc.result_progress(result_id=result_id, progress=80, message="charts and report",
                             attempt=attempt)
         payloads = sections.build_payloads(side_results, seek_by_stage=by_stage,

@@ -210,6 +210,7 @@ MECHANISM_RULES: dict[str, tuple[tuple[str, ...], str, str]] = {
 #: Rules on sequences (not a scalar metric).
 SEQUENCE_RULES: dict[str, str] = {
     "rule_member_order_change": "order across members must not change",
+    "rule_environment": "the sides' environment must not differ beyond the patch",
 }
 RULE_OFF, RULE_WARNING, RULE_FAIL = 0, 1, 2
 
@@ -263,6 +264,7 @@ class Thresholds:
     rule_zero_seek_drop: float = 0.0
     rule_mean_seek_rise: float = 0.0
     rule_member_order_change: float = 0.0
+    rule_environment: float = 1.0
 
     def with_overrides(self, overrides: Mapping[str, Any] | None) -> Thresholds:
         """A copy with some fields replaced; unknown names raise ValueError."""
@@ -984,7 +986,8 @@ def _side_summary(result: Mapping[str, Any]) -> dict[str, Any]:
 def compare(baseline: Sequence[Mapping[str, Any]], patched: Sequence[Mapping[str, Any]], *,
             thresholds: Thresholds | Mapping[str, Any] | None = None,
             fidelity_result: Mapping[str, Any] | None = None,
-            alpha: float = ALPHA) -> dict[str, Any]:
+            alpha: float = ALPHA,
+            environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Compare runs of the baseline kernel with runs of the patched one.
 
     The summary in words is added by :func:`workers.summary.with_summary` (``words`` and the
@@ -995,6 +998,8 @@ def compare(baseline: Sequence[Mapping[str, Any]], patched: Sequence[Mapping[str
         thresholds: a :class:`Thresholds` or a mapping of overrides of the defaults.
         fidelity_result: output of :func:`fidelity` to include (as notes of the check).
         alpha: significance level of Welch's test.
+        environment: :func:`workers.analyzers.environment.consistency` of the two sides
+            (kept in the result; its unexpected differences are a rule of the check).
 
     Raises:
         ValueError: when a side has no runs.
@@ -1067,6 +1072,7 @@ def compare(baseline: Sequence[Mapping[str, Any]], patched: Sequence[Mapping[str
         },
         "sides": {"baseline": _side_summary(baseline[0]), "patched": _side_summary(patched[0])},
         "fidelity": dict(fidelity_result) if fidelity_result else None,
+        "environment": dict(environment) if environment else None,
     }
     result["check"] = check_verdict(result, th)
     return result
@@ -1155,6 +1161,12 @@ def check_verdict(comparison: Mapping[str, Any], thresholds: Thresholds | None =
             if level:
                 msg = f"{f['text']} ({SEQUENCE_RULES[rule]}; mechanism, {rule})"
                 (fails if level == CHECK_FAIL else warns).append(msg)
+    env = comparison.get("environment") or {}
+    level = _level(th.rule_environment)
+    if env.get("warn") and level:
+        msg = ("environment differs beyond the patch: " + "; ".join(env.get("unexpected") or [])
+               + f" ({SEQUENCE_RULES['rule_environment']}; rule_environment)")
+        (fails if level == CHECK_FAIL else warns).append(msg)
     for dev, f in (comparison.get("fidelity") or {}).items():
         if not isinstance(f, Mapping):
             continue

@@ -129,3 +129,16 @@ def test_three_runs_per_side_give_one_chart_per_run_and_a_run_selector(db, user,
     assert sorted(c["run"] for c in throughput["charts"] if c["id"] == "mbps") == [0, 1, 2]
     html = client.get(comparison.get_absolute_url()).content.decode()
     assert '<select id="run-select"' in html and '<option value="2">run 3</option>' in html
+
+
+def test_environment_diff_at_the_top_of_the_page(finished_comparison, client):
+    """6.1 vs 7.2 with their manifests: the kernels and the limits their presets change differ,
+    which the page shows as expected; no warning, the check unaffected."""
+    verdict = ComparisonResult.objects.get(comparison=finished_comparison).verdict
+    env = verdict["environment"]
+    assert env["warn"] is False
+    items = {d["item"]: d for d in env["diffs"]}
+    assert items["kernel"]["expected"] and items["max_sectors_kb of 254,0"]["expected"]
+    html = client.get(finished_comparison.get_absolute_url()).content.decode()
+    assert 'id="environment-diff"' in html and 'id="environment-ok"' in html
+    assert "expected: changed by max_sectors_cap_kb" in html
