@@ -86,7 +86,8 @@ def test_rules_form_by_the_creator_changes_the_check(finished_comparison, client
     form = {"rule_backward_rise": "2", "rule_below_max_rise": "2",
             "rule_pieces_per_bio_rise": "0", "rule_sandwiched_rise": "0",
             "rule_mean_request_drop": "0", "rule_zero_seek_drop": "0",
-            "rule_mean_seek_rise": "0", "rule_member_order_change": "2"}
+            "rule_mean_seek_rise": "0", "rule_member_order_change": "2",
+            "rule_environment": "1"}
     r = client.post(f"/comparisons/{finished_comparison.pk}/rules/", form)
     assert r.status_code == 302
     finished_comparison.refresh_from_db()
