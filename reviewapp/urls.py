@@ -47,3 +47,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     re_path(r"^api/(?P<version>v1)/", include("reviewapp.api.urls")),
 ]
+
+# An unreachable database answers 503 (JSON under /api/), any other crash a short 500; the
+# exception is logged only (reviewapp/views/errors.py).
+handler500 = "reviewapp.views.errors.server_error"

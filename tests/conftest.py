@@ -12,6 +12,7 @@ pointed at the test database and the same MEDIA_ROOT.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -334,6 +335,30 @@ def celery_worker(django_db_setup: Any, django_db_blocker: Any, test_storage: di
         stop_worker(proc)
         for q in own:
             _purge_queue(settings.CELERY_BROKER_URL, q)
+
+
+@contextlib.contextmanager
+def use_broker(url: str) -> Iterator[None]:
+    """Point this process's Celery app (the upload side) at ``url``."""
+    from workers.celery import app
+
+    def reset() -> None:  # kombu keeps one pool per URL; forget this app's cached ones
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    old, old_env = app.conf.broker_url, os.environ.get("CELERY_BROKER_URL")
+    reset()
+    app.conf.broker_url = url
+    os.environ["CELERY_BROKER_URL"] = url  # Celery reads it before its own setting
+    try:
+        yield
+    finally:
+        reset()
+        app.conf.broker_url = old
+        if old_env is None:
+            os.environ.pop("CELERY_BROKER_URL", None)
+        else:
+            os.environ["CELERY_BROKER_URL"] = old_env
 
 
 def wait_for(predicate: Any, *, timeout: float = 90.0, interval: float = 0.3,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import start_worker, stop_worker, wait_for, worker_env
+from tests.conftest import start_worker, stop_worker, use_broker, wait_for, worker_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -49,30 +49,6 @@ def redis_server(port: int, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-@contextlib.contextmanager
-def use_broker(url: str) -> Iterator[None]:
-    """Point this process's Celery app (the upload side) at ``url``."""
-    from workers.celery import app
-
-    def reset() -> None:  # kombu keeps one pool per URL; forget this app's cached ones
-        app._pool = None
-        app.amqp._producer_pool = None
-
-    old, old_env = app.conf.broker_url, os.environ.get("CELERY_BROKER_URL")
-    reset()
-    app.conf.broker_url = url
-    os.environ["CELERY_BROKER_URL"] = url  # Celery reads it before its own setting
-    try:
-        yield
-    finally:
-        reset()
-        app.conf.broker_url = old
-        if old_env is None:
-            os.environ.pop("CELERY_BROKER_URL", None)
-        else:
-            os.environ["CELERY_BROKER_URL"] = old_env
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -131,4 +131,5 @@ def test_home_lists_public_comparisons(client, comparison):
 
 def test_healthz(client):
     """The health check answers ok when the database is reachable."""
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "database": "ok", "broker": "ok",
+                                             "storage": "ok"}
