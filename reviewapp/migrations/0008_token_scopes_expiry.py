@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reviewapp', '0006_bundle_strict'),
+        ('reviewapp', '0007_delivery'),
     ]
 
     operations = [
