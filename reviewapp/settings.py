@@ -15,7 +15,8 @@ Environment variables: DATABASE_URL, CELERY_BROKER_URL or REDIS_URL, SECRET_KEY,
 ALLOWED_HOSTS (comma separated), CSRF_TRUSTED_ORIGINS (comma separated), MEDIA_ROOT,
 STATIC_ROOT, STORAGE_URL (or AWS_STORAGE_BUCKET_NAME and the other AWS_* variables: uploads and
 tables in an S3-compatible bucket, see reviewapp/storage_config.py), BLKREVIEW_MAX_UPLOAD_MB, BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_REPLAY_QUEUE,
-BLKREVIEW_NOTIFY_QUEUE, BLKREVIEW_TASK_TIME_LIMIT,
+BLKREVIEW_NOTIFY_QUEUE, LOG_FORMAT (json: JSON-lines logs), BLKREVIEW_METRICS_TOKEN,
+BLKREVIEW_WORKER_METRICS_PORT (reviewapp/metrics.py), BLKREVIEW_TASK_TIME_LIMIT,
 BLKREVIEW_CHECK_* (check verdict thresholds, see BLKREVIEW_CHECK_THRESHOLDS), BLKREVIEW_CACHE_URL,
 BLKREVIEW_THROTTLE_*, BLKREVIEW_LOGIN_*, BLKREVIEW_QUOTA_*, BLKREVIEW_NUM_PROXIES (floods).
 """
@@ -128,6 +129,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # request latency for /metrics (reviewapp/metrics.py)
+    "reviewapp.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # https://whitenoise.readthedocs.io/en/stable/django.html
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -344,8 +347,6 @@ CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_TASK_ROUTES = {
     "reviewapp.tasks.compare_comparison": {"queue": BLKREVIEW_REPLAY_QUEUE},
     "reviewapp.tasks.analyze_bundle": {"queue": BLKREVIEW_ANALYSIS_QUEUE},
-    "reviewapp.tasks.notify*": {"queue": BLKREVIEW_NOTIFY_QUEUE},
-    "reviewapp.tasks.webhook*": {"queue": BLKREVIEW_NOTIFY_QUEUE},
     "reviewapp.tasks.send_comment_notifications": {"queue": BLKREVIEW_NOTIFY_QUEUE},
     "reviewapp.tasks.deliver_webhook": {"queue": BLKREVIEW_NOTIFY_QUEUE},
     "reviewapp.tasks.*": {"queue": BLKREVIEW_ANALYSIS_QUEUE},
@@ -372,6 +373,10 @@ BLKREVIEW_MAX_ATTEMPTS = int(os.environ.get("BLKREVIEW_MAX_ATTEMPTS", "3"))
 # Test only: seconds the analysis task sleeps between its stages (to kill a worker mid-job).
 BLKREVIEW_TEST_STAGE_DELAY = float(os.environ.get("BLKREVIEW_TEST_STAGE_DELAY", "0"))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery events (task sent/received/started/succeeded/failed) for exporters and flower
+# https://docs.celeryq.dev/en/stable/userguide/monitoring.html#events
+CELERY_WORKER_SEND_TASK_EVENTS = True
+CELERY_TASK_SEND_SENT_EVENT = True
 
 # --- cache (throttles, login limits) -----------------------------------------------------
 # https://docs.djangoproject.com/en/5.2/topics/cache/
@@ -500,10 +505,19 @@ if env_bool("BLKREVIEW_BEHIND_TLS_PROXY"):
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
+# LOG_FORMAT=json: one JSON object per line with the job/bundle/comparison ids
+# (reviewapp/logjson.py); otherwise plain text that names the same ids when a task sets them.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text").strip().lower()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "reviewapp.logjson.ContextFilter"}},
+    "formatters": {
+        "json": {"()": "reviewapp.logjson.JsonFormatter"},
+        "text": {"format": "%(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["context"],
+                             "formatter": "json" if LOG_FORMAT == "json" else "text"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

@@ -115,7 +115,7 @@ def run_analysis(job_id: int, *, task_id: str = "") -> str:
 
 
 def _analyze(job: Any, attempt: int) -> str:
-    from reviewapp import storage
+    from reviewapp import metrics, storage
     from reviewapp.models import TraceFile
     from reviewapp.services import jobs
     from workers.errors import ParseError
@@ -136,6 +136,9 @@ def _analyze(job: Any, attempt: int) -> str:
             from workers.traces import ingest
 
             ing = ingest(paths, names=[f.name for f in files], strict=job.bundle.strict)
+        metrics.observe_ingest(nbytes=sum(f.size for f in files),
+                               events=sum(int(getattr(r, "events", 0) or 0)
+                                          for r in getattr(ing, "files", [])))
         _pause()
         if not jobs.job_progress(job_id=job_id, progress=60, message="analyzing",
                                  attempt=attempt):
@@ -433,12 +436,58 @@ class CompareTask(ReportingTask):
         svc.result_mark_failed(result_id=object_id, error=error)
 
 
+@contextlib.contextmanager
+def _observed(kind: str, **ids: Any) -> Any:
+    """Log context (the ids on every record) and ``blkreview_job_duration_seconds`` of a task;
+    yields a list the body appends its final state to (none: it raised, state "failed")."""
+    import time
+
+    from reviewapp import metrics
+    from reviewapp.logjson import log_context
+
+    ids.update(_object_ids(kind, ids.get("job_id") or ids.get("result_id")))
+    start, done = time.monotonic(), []
+    with log_context(**ids):
+        try:
+            yield done
+        finally:
+            state = done[-1] if done else "failed"
+            metrics.observe_job(kind, state, time.monotonic() - start)
+            log.info("%s %s in %.2f s", kind, state, time.monotonic() - start)
+
+
+def _object_ids(kind: str, object_id: int | None) -> dict[str, Any]:
+    """The bundle (analysis) or comparison (comparison step) the job belongs to, for logs."""
+    try:
+        if kind == "analyze":
+            from reviewapp.models import AnalysisJob
+
+            return {"bundle_id": AnalysisJob.objects.filter(pk=object_id)
+                    .values_list("bundle_id", flat=True).first()}
+        from reviewapp.models import ComparisonResult
+
+        return {"comparison_id": ComparisonResult.objects.filter(pk=object_id)
+                .values_list("comparison_id", flat=True).first()}
+    except Exception:  # logging context only: never fail the task over it
+        return {}
+
+
+@worker_ready.connect
+def _worker_metrics(**kwargs: Any) -> None:
+    """BLKREVIEW_WORKER_METRICS_PORT: this worker serves its metrics (reviewapp/metrics.py)."""
+    from reviewapp import metrics
+
+    metrics.start_worker_server()
+
+
 @app.task(bind=True, base=CompareTask, name=c.TASK_COMPARE, acks_late=True)
 def compare_comparison(self: Task, result_id: int, **kwargs: Any) -> str:
     """The comparison-level step (Celery entry point; see :func:`run_compare`)."""
     if kwargs:
         log.warning("compare_comparison: ignoring unexpected arguments %s", sorted(kwargs))
-    return run_compare(int(result_id), task_id=self.request.id or "")
+    with _observed("compare", result_id=int(result_id), task_id=self.request.id or "") as done:
+        done.append(run_compare(int(result_id), task_id=self.request.id or ""))
+        return done[-1]
 
 
 @app.task(bind=True, base=AnalysisTask, name=c.TASK_ANALYZE, acks_late=True)
@@ -446,7 +495,9 @@ def analyze_bundle(self: Task, job_id: int, **kwargs: Any) -> str:
     """Parse and analyze one bundle (Celery entry point; see :func:`run_analysis`)."""
     if kwargs:
         log.warning("analyze_bundle: ignoring unexpected arguments %s", sorted(kwargs))
-    return run_analysis(int(job_id), task_id=self.request.id or "")
+    with _observed("analyze", job_id=int(job_id), task_id=self.request.id or "") as done:
+        done.append(run_analysis(int(job_id), task_id=self.request.id or ""))
+        return done[-1]
 
 
 # --- collaboration (issue 8): mail notifications and webhook deliveries -----------------------

@@ -4,11 +4,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
+from reviewapp.metrics import metrics_view
 from reviewapp.views import auth, comparisons, pages, series, sharing, threads, tokens
 
 urlpatterns = [
     path("", pages.home, name="home"),
     path("healthz", pages.healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("upload/", comparisons.upload, name="upload"),
     path("upload/preset-diff.json", comparisons.preset_diff, name="upload-preset-diff"),
     path("comparisons/<int:pk>/", comparisons.detail, name="comparison-detail"),

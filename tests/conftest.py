@@ -326,11 +326,16 @@ def celery_worker(django_db_setup: Any, django_db_blocker: Any, test_storage: di
     own = [q for q in settings.BLKREVIEW_QUEUES if q != "celery"]
     log = tmp_path_factory.mktemp("worker") / "worker.log"
     # its sweeper is off: tests of delivery run their own workers, which must not share jobs
-    env = worker_env(django_db_blocker, BLKREVIEW_SWEEP_SECONDS="0", **test_storage)
-    proc = start_worker(env=env, queues=own,
-                        name=f"test-{os.getpid()}", log=log)
+    from tests.seaweedfs import free_ports
+
+    metrics_port = free_ports(1)[0]
+    env = worker_env(django_db_blocker, BLKREVIEW_SWEEP_SECONDS="0",
+                     BLKREVIEW_WORKER_METRICS_PORT=str(metrics_port),
+                     BLKREVIEW_WORKER_METRICS_ADDR="127.0.0.1", **test_storage)
+    proc = start_worker(env=env, queues=own, name=f"test-{os.getpid()}", log=log)
     try:
-        yield {"log": log, "queue": settings.BLKREVIEW_ANALYSIS_QUEUE, "process": proc}
+        yield {"log": log, "queue": settings.BLKREVIEW_ANALYSIS_QUEUE, "process": proc,
+               "metrics_port": metrics_port}
     finally:
         stop_worker(proc)
         for q in own:

@@ -83,11 +83,14 @@ def test_celery_settings_for_long_jobs(tmp_path):
     assert s["acks_late"] is True and s["prefetch"] == 1
     assert 0 < s["soft"] < s["hard"]
     routes = s["routes"]
+    from reviewapp import constants as c
+
+    assert {c.TASK_ANALYZE, c.TASK_COMPARE, c.TASK_NOTIFY, c.TASK_WEBHOOK} <= set(routes)
     assert routes["reviewapp.tasks.analyze_bundle"] == {"queue": "analysis"}
     assert routes["reviewapp.tasks.compare_comparison"] == {"queue": "replay"}
-    assert routes["reviewapp.tasks.webhook*"] == routes["reviewapp.tasks.notify*"] == {
-        "queue": "notify"}
+    assert routes["reviewapp.tasks.deliver_webhook"] == {"queue": "notify"}
+    assert routes["reviewapp.tasks.send_comment_notifications"] == {"queue": "notify"}
     moved = json.loads(probe(tmp_path, BLKREVIEW_REPLAY_QUEUE="big-cpus",
                              BLKREVIEW_NOTIFY_QUEUE="mail").stdout)["routes"]
     assert moved["reviewapp.tasks.compare_comparison"] == {"queue": "big-cpus"}
-    assert moved["reviewapp.tasks.notify*"] == {"queue": "mail"}
+    assert moved["reviewapp.tasks.deliver_webhook"] == {"queue": "mail"}

@@ -1,0 +1,158 @@
+"""Prometheus metrics (prometheus-client): the web's ``/metrics`` and each worker's own port.
+
+Web (``/metrics``, see :func:`metrics_view`):
+
+* ``blkreview_http_request_duration_seconds{method,route,status}``: request latency
+  (histogram), from :class:`RequestMetricsMiddleware`; ``route`` is the URL pattern's name,
+  never the raw path, so label values stay few.
+* ``blkreview_queue_depth{queue}``: messages waiting in each Celery queue (Redis LLEN at scrape).
+* ``blkreview_jobs{kind,state}``: analysis jobs and comparison steps by state (database).
+
+Worker (``BLKREVIEW_WORKER_METRICS_PORT``: each worker serves its own ``/metrics`` there):
+
+* ``blkreview_job_duration_seconds{kind,state}``: wall time of each analysis (``analyze``)
+  and comparison step (``compare``) by final state (histogram).
+* ``blkreview_ingested_bytes_total`` and ``blkreview_events_parsed_total``: trace bytes read
+  and events parsed by the analyses.
+
+With gunicorn's or Celery prefork's several processes, set ``PROMETHEUS_MULTIPROC_DIR`` to an
+empty directory: the processes then share their numbers through it (prometheus-client's
+multiprocess mode) and every scrape sees all of them. ``BLKREVIEW_METRICS_TOKEN`` set: the web's
+``/metrics`` wants ``Authorization: Bearer <token>`` (404 otherwise, like anything private).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+
+log = logging.getLogger(__name__)
+
+REQUEST_LATENCY = Histogram(
+    "blkreview_http_request_duration_seconds", "HTTP request latency",
+    ["method", "route", "status"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+JOB_DURATION = Histogram(
+    "blkreview_job_duration_seconds", "wall time of a job by kind and final state",
+    ["kind", "state"], buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600))
+INGESTED_BYTES = Counter("blkreview_ingested_bytes", "trace bytes read by analyses")
+EVENTS_PARSED = Counter("blkreview_events_parsed", "trace events parsed by analyses")
+
+
+def observe_job(kind: str, state: str, seconds: float) -> None:
+    JOB_DURATION.labels(kind=kind, state=state).observe(seconds)
+
+
+def observe_ingest(*, nbytes: int, events: int) -> None:
+    INGESTED_BYTES.inc(max(0, int(nbytes)))
+    EVENTS_PARSED.inc(max(0, int(events)))
+
+
+class StateCollector:
+    """Numbers read at scrape time from the broker and the database (right across processes)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from django.conf import settings
+
+        depth = GaugeMetricFamily("blkreview_queue_depth", "messages waiting in a Celery queue",
+                                  labels=["queue"])
+        broker = str(getattr(settings, "CELERY_BROKER_URL", ""))
+        if broker.startswith(("redis://", "rediss://")):
+            try:
+                import redis
+
+                r = redis.Redis.from_url(broker, socket_timeout=2)
+                try:
+                    for q in settings.BLKREVIEW_QUEUES:
+                        depth.add_metric([q], float(r.llen(q)))
+                finally:
+                    r.close()
+            except Exception:
+                log.warning("metrics: cannot read the queue depths", exc_info=True)
+        yield depth
+
+        jobs = GaugeMetricFamily("blkreview_jobs", "jobs by kind and state", labels=["kind", "state"])
+        try:
+            from django.db.models import Count
+
+            from reviewapp.models import AnalysisJob, ComparisonResult
+
+            for row in AnalysisJob.objects.values("state").annotate(n=Count("id")):
+                jobs.add_metric(["analyze", row["state"]], float(row["n"]))
+            for row in ComparisonResult.objects.values("state").annotate(n=Count("id")):
+                jobs.add_metric(["compare", row["state"]], float(row["n"]))
+        except Exception:
+            log.warning("metrics: cannot count the jobs", exc_info=True)
+        yield jobs
+
+
+def registry() -> CollectorRegistry:
+    """This process's metrics, or every process's in multiprocess mode."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        reg = CollectorRegistry()
+        multiprocess.MultiProcessCollector(reg)
+        return reg
+    from prometheus_client import REGISTRY
+
+    return REGISTRY
+
+
+def metrics_view(request: Any) -> Any:
+    """``GET /metrics``: Prometheus text format; the scrape-time gauges are added here."""
+    from django.http import Http404, HttpResponse
+
+    token = os.environ.get("BLKREVIEW_METRICS_TOKEN", "")
+    if token:
+        given = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            raise Http404()
+    body = generate_latest(registry())
+    state = CollectorRegistry(auto_describe=False)
+    state.register(StateCollector())  # type: ignore[arg-type]
+    body += generate_latest(state)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+class RequestMetricsMiddleware:
+    """Times every request into ``blkreview_http_request_duration_seconds``."""
+
+    def __init__(self, get_response: Callable[[Any], Any]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: Any) -> Any:
+        start = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        route = (match.view_name if match is not None and match.view_name else "unmatched")
+        REQUEST_LATENCY.labels(method=request.method, route=route,
+                               status=str(getattr(response, "status_code", 0))).observe(
+            time.perf_counter() - start)
+        return response
+
+
+def start_worker_server() -> int | None:
+    """Serve this worker's metrics on ``BLKREVIEW_WORKER_METRICS_PORT`` (if set); the port."""
+    port = os.environ.get("BLKREVIEW_WORKER_METRICS_PORT")
+    if not port:
+        return None
+    from prometheus_client import start_http_server
+
+    start_http_server(int(port), addr=os.environ.get("BLKREVIEW_WORKER_METRICS_ADDR", "0.0.0.0"),
+                      registry=registry())
+    log.info("worker metrics on port %s", port)
+    return int(port)
