@@ -117,7 +117,7 @@ def test_two_workers_share_only_database_broker_and_bucket(two_workers, live_ser
             assert default_storage.exists(r.events_name)  # the .npz is in the bucket
     for b in bodies:
         analysis = session.get(b["analysis_url"], timeout=10).json()
-        assert analysis["check"]["state"] in ("pass", "warn", "fail")
+        assert analysis["check"]["state"] in ("success", "warning", "fail")
         assert analysis["compare"]["runs_note"] == "single run"
     for w in two_workers:  # nothing reached a worker's own media directory
         assert list((w["home"] / "media").rglob("*")) == [], w["name"]
