@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,7 +105,8 @@ def parse_file(path: str | Path, *, name: str | None = None, fmt: str | None = N
 
 
 def ingest(paths: Sequence[str | os.PathLike[str]], *,
-           names: Sequence[str] | None = None, strict: bool = False) -> Ingest:
+           names: Sequence[str] | None = None, strict: bool = False,
+           parsed: Mapping[str, ParsedPart] | None = None) -> Ingest:
     """Read a bundle: detect, unpack, parse and merge.
 
     Args:
@@ -113,6 +114,9 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
         names: user-facing names, one per path, used in every error message.
         strict: a damaged binary record fails the bundle (ParseError with its offset) instead
             of being skipped with a warning; ``strict = true`` in the manifest does the same.
+        parsed: files already parsed elsewhere, by label (the parallel path: each shard ran
+            :func:`workers.traces.shards.parse_shard` on some of the files); the merge is the
+            same as for files parsed here, so the result is identical.
 
     Raises:
         ParseError: a file is corrupt (first error wins; it carries the user-facing name).
@@ -177,7 +181,8 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
         for p, lb, f in entries:
             if f in ("manifest", "sysfs-queue", "mdstat"):
                 continue
-            part = parse_part(p, lb, f, manifest, strict=strict)
+            pre = parsed.get(lb) if parsed is not None else None
+            part = pre if pre is not None else parse_part(p, lb, f, manifest, strict=strict)
             warnings.extend(part.warnings)
             if part.summary_kind is not None:
                 summaries.setdefault(part.summary_kind, []).extend(part.rows)

@@ -1,0 +1,101 @@
+"""Parsing a bundle's files in separate processes (or hosts), then merging them exactly.
+
+The expensive part of :func:`workers.traces.ingest` is parsing each file; the merge (one comm
+map and one genesis across per-CPU blktrace files, time order, manifest) is cheap and must see
+every file. So a huge bundle can be parsed as shards: :func:`bundle_manifest` reads the manifest
+files (each shard needs it: bpftrace names, strictness), :func:`parse_shard` parses one file
+anywhere, :func:`part_to_bytes` / :func:`part_from_bytes` carry the parsed part through storage
+without loss, and ``ingest(paths, names=..., parsed={label: part})`` merges them exactly as if it
+had parsed them itself (tests/engine/traces/test_shards.py checks the EventTable and the
+analyzers' results are identical).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from workers.events import EventTable
+from workers.traces._registry import ParsedPart, parse_part
+from workers.traces.detect import detect_format
+from workers.traces.manifest import Manifest, build_manifest
+
+MANIFEST_FORMATS = ("manifest", "sysfs-queue", "mdstat")
+_MAGIC = b"BLKSHRD1"
+
+
+def bundle_manifest(paths: Sequence[str | os.PathLike[str]], names: Sequence[str], *,
+                    strict: bool = False) -> tuple[Manifest | None, bool, list[int]]:
+    """``(manifest, strict, shardable)``: the bundle's manifest as ingest builds it, the
+    effective strictness, and the indexes of the files a shard may parse (top-level trace
+    files; archives, empty files and manifest files stay with the merge)."""
+    manifest_files: list[tuple[Path, str, str]] = []
+    shardable: list[int] = []
+    for i, (p, label) in enumerate(zip(paths, names, strict=True)):
+        path = Path(p)
+        if path.stat().st_size == 0:
+            continue
+        fmt = detect_format(path, name=label)
+        if fmt in MANIFEST_FORMATS:
+            manifest_files.append((path, label, fmt))
+        elif fmt not in ("tar", "zip"):
+            shardable.append(i)
+    manifest = build_manifest(manifest_files) if manifest_files else None
+    return manifest, strict or bool(manifest is not None and manifest.strict), shardable
+
+
+def parse_shard(path: str | os.PathLike[str], name: str, *, manifest: Manifest | None,
+                strict: bool = False) -> ParsedPart:
+    """Parse one top-level file as ingest would (same detection, same parser)."""
+    p = Path(path)
+    return parse_part(p, name, detect_format(p, name=name), manifest, strict=strict)
+
+
+def _raw_to_json(raw: Any) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    return {"name": raw.name, "processes": [list(x) for x in raw.processes],
+            "timestamps": [list(x) for x in raw.timestamps],
+            "messages": [[int(k), v] for k, v in raw.messages.items()],
+            "warnings": list(raw.warnings), "diagnostics": list(raw.diagnostics),
+            "version": raw.version, "big_endian": raw.big_endian, "genesis": raw.genesis}
+
+
+def part_to_bytes(part: ParsedPart) -> bytes:
+    """A parsed part as bytes (its EventTable as .npz, the rest as JSON), for storage."""
+    header = {"name": part.name, "fmt": part.fmt, "binary": part.binary,
+              "summary_kind": part.summary_kind, "rows": part.rows,
+              "warnings": list(part.warnings), "raw": _raw_to_json(part.raw),
+              "table": part.table is not None}
+    head = json.dumps(header).encode()
+    table = part.table.to_bytes() if part.table is not None else b""
+    return _MAGIC + struct.pack("<Q", len(head)) + head + table
+
+
+def part_from_bytes(data: bytes) -> ParsedPart:
+    """The inverse of :func:`part_to_bytes`."""
+    if data[:8] != _MAGIC:
+        raise ValueError("not a parsed shard")
+    (n,) = struct.unpack("<Q", data[8:16])
+    header = json.loads(data[16:16 + n].decode())
+    table = EventTable.load(io.BytesIO(data[16 + n:])) if header["table"] else None
+    raw = None
+    if header["raw"] is not None:
+        from workers.traces.blktrace_bin import RawBlktrace
+
+        r = header["raw"]
+        assert table is not None
+        raw = RawBlktrace(name=r["name"], table=table,
+                          processes=[(int(a), int(b), str(c)) for a, b, c in r["processes"]],
+                          timestamps=[(int(a), int(b), int(c)) for a, b, c in r["timestamps"]],
+                          messages={int(k): v for k, v in r["messages"]},
+                          warnings=list(r["warnings"]), diagnostics=list(r["diagnostics"]),
+                          version=r["version"], big_endian=r["big_endian"], genesis=r["genesis"])
+    return ParsedPart(header["name"], header["fmt"], table=table, binary=header["binary"],
+                      raw=raw, summary_kind=header["summary_kind"], rows=header["rows"],
+                      warnings=list(header["warnings"]))
