@@ -521,3 +521,16 @@ def series_unresolved(series: Series, user: Any) -> int:
     patches = list(series.patches.all())
     return unresolved_count(comparisons=comparison_list_for_user(user).filter(
         patch__in=patches), patches=patches)
+
+
+def event_list_for_user(user: Any) -> QuerySet[Any]:
+    """Events whose series, patch and comparison (those set) the user may read."""
+    from django.db.models import Q
+
+    from reviewapp.models import Event
+
+    return Event.objects.filter(
+        Q(series__isnull=True) | Q(series__in=series_list_for_user(user).values("pk")),
+        Q(patch__isnull=True) | Q(patch__in=patch_list_for_user(user).values("pk")),
+        Q(comparison__isnull=True) | Q(comparison__in=comparisons_readable_by(user).values("pk")),
+    )

@@ -451,6 +451,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "reviewapp.api.base.exception_handler",
+    # https://django-filter.readthedocs.io/en/stable/guide/rest_framework.html
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     # rates: BLKREVIEW_THROTTLE_RATES (read at request time, so tests can override them)
     "DEFAULT_THROTTLE_CLASSES": [
         "reviewapp.api.throttles.AnonIpThrottle",
@@ -469,7 +471,14 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "OAS_VERSION": "3.1.0",
-    "ENUM_NAME_OVERRIDES": {"RoleEnum": "reviewapp.constants.ROLES"},
+    "ENUM_NAME_OVERRIDES": {"RoleEnum": "reviewapp.constants.ROLES",
+                            "PatchStateEnum": "reviewapp.constants.PATCH_STATES",
+                            "CheckStateEnum": "reviewapp.constants.CHECK_STATES",
+                            "VerdictKindEnum": "reviewapp.constants.VERDICT_KINDS",
+                            "EventKindEnum": "reviewapp.constants.EVENT_KINDS",
+                            "AnchorKindEnum": "reviewapp.constants.ANCHOR_KINDS",
+                            "DeliveryStateEnum": "reviewapp.constants.WEBHOOK_DELIVERY_STATES",
+                            "LinkReasonEnum": "reviewapp.constants.LINK_REASONS"},
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "reviewapp.api.schema.add_auth_errors"],
     # Swagger UI / Redoc assets from drf-spectacular-sidecar, served locally (no CDN).

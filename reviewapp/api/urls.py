@@ -1,15 +1,19 @@
 """API routes, mounted at /api/<version>/ (URLPathVersioning; v1 is the only version)."""
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from reviewapp.api import (  # noqa: F401  (schema registers extensions)
     bundles,
     comparisons,
+    events,
     jobs,
     schema,
     sharing,
 )
+from reviewapp.api import series as series_api
+from reviewapp.api import threads as threads_api
+from reviewapp.api import verdicts as verdicts_api
 
 urlpatterns = [
     path("bundles/", bundles.BundleCreateApi.as_view(), name="api-bundle-create"),
@@ -34,5 +38,35 @@ urlpatterns = [
          name="api-comparison-access"),
     path("submissions/", comparisons.SubmissionCreateApi.as_view(), name="api-submission-create"),
     path("jobs/<int:pk>/", jobs.JobDetailApi.as_view(), name="api-job-detail"),
+    path("series/", series_api.SeriesListCreateApi.as_view(), name="api-series-list"),
+    path("series/<int:pk>/", series_api.SeriesDetailApi.as_view(), name="api-series-detail"),
+    path("series/<int:pk>/relink/", series_api.SeriesRelinkApi.as_view(),
+         name="api-series-relink"),
+    path("series/<int:pk>/checks/", series_api.SeriesChecksApi.as_view(),
+         name="api-series-checks"),
+    path("series/<int:pk>/verdicts/", verdicts_api.SeriesVerdictsApi.as_view(),
+         name="api-series-verdicts"),
+    path("patches/", series_api.PatchListApi.as_view(), name="api-patch-list"),
+    path("patches/<int:pk>/", series_api.PatchDetailApi.as_view(), name="api-patch-detail"),
+    path("patches/<int:pk>/checks/", series_api.PatchChecksApi.as_view(),
+         name="api-patch-checks"),
+    path("patches/<int:pk>/verdicts/", verdicts_api.PatchVerdictsApi.as_view(),
+         name="api-patch-verdicts"),
+    path("patches/<int:pk>/threads/", threads_api.PatchThreadsApi.as_view(),
+         name="api-patch-threads"),
+    path("comparisons/<int:pk>/threads/", threads_api.ComparisonThreadsApi.as_view(),
+         name="api-comparison-threads"),
+    path("threads/<int:pk>/", threads_api.ThreadDetailApi.as_view(), name="api-thread-detail"),
+    path("threads/<int:pk>/comments/", threads_api.ThreadCommentsApi.as_view(),
+         name="api-thread-comments"),
+    path("threads/<int:pk>/resolve/", threads_api.ThreadResolveApi.as_view(),
+         name="api-thread-resolve"),
+    path("events/", events.EventListApi.as_view(), name="api-event-list"),
+    path("webhooks/", events.WebhookListCreateApi.as_view(), name="api-webhook-list"),
+    path("webhooks/<int:pk>/", events.WebhookDetailApi.as_view(), name="api-webhook-detail"),
+    path("webhooks/<int:pk>/deliveries/", events.WebhookDeliveriesApi.as_view(),
+         name="api-webhook-deliveries"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
 ]
