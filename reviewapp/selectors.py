@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 from django.http import Http404
 
 from reviewapp import constants as c
@@ -41,18 +41,52 @@ def comparison_get_for_user(*, pk: int, user: Any) -> Comparison:
     return comparison_for_reader(pk=pk, user=user)
 
 
-def side_bundles(comparison: Comparison, *, files: bool = False
+def side_bundles(comparison: Comparison, *, files: bool = False, state: bool = False
                  ) -> dict[str, list[TraceBundle]]:
-    """Each side's bundles in id order (``files``: with their TraceFiles prefetched)."""
+    """Each side's bundles in id order (``files``: with their TraceFiles prefetched;
+    ``state``: with their result row and jobs, so :func:`latest_job` and ``bundle.result``
+    cost no query per bundle)."""
     base = comparison.baseline_bundles.order_by("pk")
     patched = comparison.patched_bundles.order_by("pk")
     if files:
         base, patched = base.prefetch_related("files"), patched.prefetch_related("files")
+    if state:
+        base, patched = (qs.select_related("result").prefetch_related(jobs_prefetch())
+                         for qs in (base, patched))
     return {c.ROLE_BASELINE: list(base), c.ROLE_PATCHED: list(patched)}
 
 
+def jobs_prefetch() -> Prefetch:
+    """A bundle's jobs, newest first (what :func:`latest_job` reads when prefetched)."""
+    return Prefetch("jobs", queryset=AnalysisJob.objects.order_by("-created", "-pk"))
+
+
+def comparisons_with_bundles(qs: Any) -> Any:
+    """Comparisons with both sides' bundles and their jobs prefetched: a list serializes in a
+    constant number of queries (issue 10 item 12). Works on a QuerySet or a list of rows."""
+    bundles = TraceBundle.objects.order_by("pk").prefetch_related(jobs_prefetch())
+    lookups = (Prefetch("baseline_bundles", queryset=bundles),
+               Prefetch("patched_bundles", queryset=bundles))
+    if isinstance(qs, QuerySet):
+        return qs.prefetch_related(*lookups)
+    prefetch_related_objects(list(qs), *lookups)
+    return qs
+
+
 def latest_job(bundle: TraceBundle) -> AnalysisJob | None:
+    """The bundle's newest job (from the prefetched jobs when there are)."""
+    if "jobs" in getattr(bundle, "_prefetched_objects_cache", {}):
+        jobs = list(bundle.jobs.all())
+        return max(jobs, key=lambda j: (j.created, j.pk)) if jobs else None
     return bundle.jobs.order_by("-created", "-pk").first()
+
+
+def bundle_result_of(bundle: TraceBundle) -> BundleResult | None:
+    """The bundle's result row or None (no query when it was select_related)."""
+    try:
+        return bundle.result
+    except BundleResult.DoesNotExist:
+        return None
 
 
 def side_results(comparison: Comparison) -> dict[str, list[dict[str, Any]]]:
@@ -269,9 +303,11 @@ KEY_LABELS = ("MB/s", "zero-seek share", "mean request", "r_await", "IOPS")
 
 def _latest_compare(comparisons: list[Comparison]) -> tuple[Comparison | None, dict[str, Any]]:
     """The newest comparison with a finished comparison step, and its compare JSON."""
+    results = {r.comparison_id: r for r in ComparisonResult.objects.filter(
+        comparison__in=comparisons, state=c.JOB_STATE_SUCCEEDED).only(
+        "comparison_id", "compare", "verdict")}  # one query, not one per comparison
     for cmp in reversed(comparisons):
-        res = ComparisonResult.objects.filter(comparison=cmp, state=c.JOB_STATE_SUCCEEDED).only(
-            "compare", "verdict").first()
+        res = results.get(cmp.pk)
         if res is not None and res.compare:
             return cmp, res.compare
     return None, {}
@@ -374,9 +410,12 @@ class ComparisonCheck:
         return self.comparison.get_absolute_url()
 
 
-def comparison_check(comparison: Comparison) -> ComparisonCheck:
-    result = ComparisonResult.objects.filter(comparison=comparison).only(
-        "state", "verdict", "error", "finished").first()
+def comparison_check(comparison: Comparison, result: Any = _UNSET) -> ComparisonCheck:
+    """The comparison's own check (``result``: its ComparisonResult or None when the caller
+    loaded it already, e.g. for many comparisons in one query)."""
+    if result is _UNSET:
+        result = ComparisonResult.objects.filter(comparison=comparison).only(
+            "state", "verdict", "error", "finished").first()
     if comparison.status == c.COMPARISON_FAILED or (
             result is not None and result.state == c.JOB_STATE_FAILED):
         return ComparisonCheck(comparison, c.CHECK_STATE_FAIL,
@@ -405,8 +444,23 @@ def patch_checks_with_comparison(patch: Patch, user: Any) -> list[Any]:
 
 
 def series_check_rollup(series: Series, user: Any) -> str | None:
-    states = [chk.state for p in series.patches.all() for chk in
-              patch_checks_with_comparison(p, user)]
+    """The roll-up of patch_checks_with_comparison over the series' patches, in four queries
+    whatever the number of patches (issue 10 item 12)."""
+    from reviewapp.models import Check
+
+    patches = list(series.patches.values_list("pk", flat=True))
+    latest: dict[tuple[Any, ...], Any] = {}
+    for chk in Check.objects.filter(patch__in=patches).order_by("created", "pk"):
+        latest[(chk.patch_id, chk.user_id, chk.context)] = chk
+    newest: dict[int, Comparison] = {}
+    for cmp in (comparison_list_for_user(user).filter(patch__in=patches)
+                .order_by("created", "pk")):
+        newest[cmp.patch_id] = cmp
+    results = {r.comparison_id: r for r in ComparisonResult.objects.filter(
+        comparison__in=list(newest.values())).only("comparison_id", "state", "verdict", "error",
+                                                   "finished")}
+    states = [comparison_check(cmp, results.get(cmp.pk)).state for cmp in newest.values()]
+    states += [chk.state for chk in latest.values()]
     return check_rollup(states)
 
 

@@ -16,8 +16,8 @@ from reviewapp.access import bundle_for_reader
 from reviewapp.api.base import ErrorSerializer, UploadApiView, files_of, flag
 from reviewapp.api.permissions import TokenScope
 from reviewapp.api.serializers import BundleOutput, BundleResultsOutput
-from reviewapp.models import BundleResult, TraceBundle
-from reviewapp.selectors import latest_job
+from reviewapp.models import TraceBundle
+from reviewapp.selectors import bundle_result_of, latest_job
 from reviewapp.services import UploadRejected
 from reviewapp.services.bundles import bundle_create
 
@@ -36,7 +36,7 @@ class BundleCreateInput(serializers.Serializer):
 
 
 def bundle_results_data(bundle: TraceBundle) -> dict[str, Any]:
-    result = BundleResult.objects.filter(bundle=bundle).first()
+    result = bundle_result_of(bundle)  # select_related by side_bundles(state=True)
     job = latest_job(bundle)
     state = c.JOB_STATE_SUCCEEDED if result else (job.state if job else c.JOB_STATE_QUEUED)
     return {

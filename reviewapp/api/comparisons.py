@@ -27,6 +27,7 @@ from reviewapp.selectors import (
     comparison_get_for_user,
     comparison_list_for_user,
     comparison_result,
+    comparisons_with_bundles,
     side_bundles,
 )
 from reviewapp.services import UploadRejected
@@ -123,7 +124,8 @@ def _flag(value: object, default: bool = True) -> bool:
 class ComparisonListCreateApi(APIView):
     @extend_schema(operation_id="comparison_list", responses={200: ComparisonOutput(many=True)})
     def get(self, request: Request, version: str) -> Response:
-        qs: QuerySet = comparison_list_for_user(request.user).order_by("-created")[:100]
+        qs: QuerySet = comparisons_with_bundles(
+            comparison_list_for_user(request.user).order_by("-created")[:100])
         return Response(ComparisonOutput(qs, many=True, context={"request": request}).data)
 
     @extend_schema(
@@ -146,7 +148,8 @@ class ComparisonListCreateApi(APIView):
         comparison = comparison_create(patch=patch, baseline=baseline, patched=patched,
                                        policy=d.get("policy", ""), public=d.get("public", True),
                                        user=request.user, thresholds=d.get("thresholds"))
-        return Response(ComparisonOutput(comparison, context={"request": request}).data,
+        return Response(ComparisonOutput(comparisons_with_bundles([comparison])[0],
+                                         context={"request": request}).data,
                         status=201)
 
 
@@ -183,7 +186,8 @@ class SubmissionCreateApi(UploadApiView):
             thresholds=_thresholds(d.get("thresholds")),
             strict=_flag(d.get("strict"), default=False),
         )
-        return Response(ComparisonOutput(comparison, context={"request": request}).data,
+        return Response(ComparisonOutput(comparisons_with_bundles([comparison])[0],
+                                         context={"request": request}).data,
                         status=201)
 
 
@@ -193,7 +197,8 @@ class ComparisonDetailApi(APIView):
     def get(self, request: Request, version: str, pk: int) -> Response:
         comparison = comparison_get_for_user(pk=pk, user=request.user)
         comparison_refresh_status(comparison=comparison)
-        return Response(ComparisonOutput(comparison, context={"request": request}).data)
+        return Response(ComparisonOutput(comparisons_with_bundles([comparison])[0],
+                                         context={"request": request}).data)
 
 
 class ComparisonResultsApi(APIView):
@@ -202,7 +207,7 @@ class ComparisonResultsApi(APIView):
     def get(self, request: Request, version: str, pk: int) -> Response:
         comparison = comparison_get_for_user(pk=pk, user=request.user)
         comparison_refresh_status(comparison=comparison)
-        sides = side_bundles(comparison)
+        sides = side_bundles(comparison, state=True)
         return Response({
             "comparison": comparison.pk,
             "status": comparison.status,
@@ -226,7 +231,8 @@ class ComparisonAddBundlesApi(APIView):
         bundles = _bundles(ser.validated_data["bundles"], "bundles", request.user)
         comparison_add_bundles(comparison=comparison, side=ser.validated_data["side"],
                                bundles=bundles)
-        return Response(ComparisonOutput(comparison, context={"request": request}).data)
+        return Response(ComparisonOutput(comparisons_with_bundles([comparison])[0],
+                                         context={"request": request}).data)
 
 
 class ComparisonCheckApi(APIView):
@@ -308,4 +314,5 @@ class ComparisonThresholdsApi(APIView):
         ser.is_valid(raise_exception=True)
         comparison_thresholds_set(comparison=comparison,
                                   thresholds=ser.validated_data["thresholds"])
-        return Response(ComparisonOutput(comparison, context={"request": request}).data)
+        return Response(ComparisonOutput(comparisons_with_bundles([comparison])[0],
+                                         context={"request": request}).data)

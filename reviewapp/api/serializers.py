@@ -115,19 +115,24 @@ class ComparisonOutput(serializers.ModelSerializer):
         return absolute(self.context.get("request"),
                         reverse("comparison-report", kwargs={"pk": obj.pk}))
 
+    # Sides, jobs: read from the prefetch of selectors.comparisons_with_bundles when the view
+    # made one (a list then costs a constant number of queries), else queried here.
     def get_baseline(self, obj: Comparison) -> list[int]:
-        return list(obj.baseline_bundles.order_by("pk").values_list("pk", flat=True))
+        return sorted(b.pk for b in obj.baseline_bundles.all())
 
     def get_patched(self, obj: Comparison) -> list[int]:
-        return list(obj.patched_bundles.order_by("pk").values_list("pk", flat=True))
+        return sorted(b.pk for b in obj.patched_bundles.all())
 
     @extend_schema_field(JobOutput(many=True))
     def get_jobs(self, obj: Comparison) -> list[dict[str, Any]]:
+        from reviewapp.selectors import latest_job
+
         out = []
-        for bundle in list(obj.baseline_bundles.order_by("pk")) + list(obj.patched_bundles.order_by("pk")):
-            job = bundle.jobs.order_by("-created", "-pk").first()
-            if job is not None:
-                out.append(JobOutput(job, context=self.context).data)
+        for side in (obj.baseline_bundles, obj.patched_bundles):
+            for bundle in sorted(side.all(), key=lambda b: b.pk):
+                job = latest_job(bundle)
+                if job is not None:
+                    out.append(JobOutput(job, context=self.context).data)
         return out
 
     def get_url(self, obj: Comparison) -> str:

@@ -55,7 +55,12 @@ def file_summary(files: Any) -> str:
     """
     import re
 
-    items = list(files.all() if hasattr(files, "all") else files)
+    # a QuerySet (``b.files.all`` in a template) is iterated as is: calling .all() on it again
+    # would drop the prefetched rows and cost a query per bundle
+    from django.db.models import QuerySet
+
+    items = list(files if isinstance(files, QuerySet) or not hasattr(files, "all")
+                 else files.all())
     per_dev: dict[str, set[str]] = {}
     others: list[str] = []
     empty: list[str] = []

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from reviewapp import constants as c
 from reviewapp.access import can_change_series
 from reviewapp.diffview import diff_lines
-from reviewapp.models import Event, Series
+from reviewapp.models import Event, Series, Verdict
 from reviewapp.selectors import (
     comparison_list_for_user,
     patch_checks_with_comparison,
@@ -97,7 +97,7 @@ def series_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "series": s, "patches": patches, "comparisons": comparisons.get(s.pk, []),
             "check": series_check_rollup(s, request.user),
             "verdicts": list(s.verdicts.select_related("user")),
-            "patch_verdicts": sum(p.verdicts.count() for p in patches),
+            "patch_verdicts": Verdict.objects.filter(patch__in=patches).count(),
             "current": s.pk == series.pk,
             "unresolved": series_unresolved(s, request.user),
         })
@@ -147,9 +147,13 @@ def patch_timeline(patch: Any, comparisons: list[Any]) -> list[dict[str, Any]]:
                       "who": ev.actor.get_username() if ev.actor else "",
                       "detail": ev.payload.get("summary", "") if isinstance(ev.payload, dict)
                       else ""})
-    bundle_ids = [b for cmp in comparisons for b in
-                  list(cmp.baseline_bundles.values_list("pk", flat=True))
-                  + list(cmp.patched_bundles.values_list("pk", flat=True))]
+    from reviewapp.models import Comparison
+
+    # both sides of every comparison in two queries (not two per comparison)
+    bundle_ids = [*Comparison.baseline_bundles.through.objects.filter(
+        comparison__in=comparisons).values_list("tracebundle_id", flat=True),
+        *Comparison.patched_bundles.through.objects.filter(
+        comparison__in=comparisons).values_list("tracebundle_id", flat=True)]
     for job in AnalysisJob.objects.filter(bundle_id__in=bundle_ids).order_by("created")[:100]:
         items.append({"when": job.created, "what": f"analysis job #{job.pk} queued",
                       "kind": "job", "who": "", "detail": f"bundle #{job.bundle_id}"})
