@@ -35,11 +35,9 @@ import argparse
 import http.client
 import json
 import os
-import secrets
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
