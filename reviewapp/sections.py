@@ -853,6 +853,73 @@ def add_run_charts(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
         f"{runs['patched']} patched; pick one with Run); histograms pool every run.")
 
 
+def occupancy_chart(occ: Mapping[str, Mapping[str, Any] | None],
+                    sides: Sequence[str] = SIDES) -> dict[str, Any] | None:
+    """Requests in flight (D..C, the driver's tags) and in the scheduler (G..D) over time, one
+    panel per side (observed, or predicted by the model's replay), time-weighted mean per bin."""
+    present = [s for s in sides if occ.get(s) and (occ[s] or {}).get("t_s")
+               and any(((occ[s] or {}).get(k) or {}).get("requests")
+                       for k in ("inflight", "scheduler"))]
+    if not present:
+        return None
+    x_max = max(max(occ[s]["t_s"]) for s in present) or 1  # type: ignore[index]
+    y_max = max(max((occ[s] or {}).get(k, {}).get("max") or [0])
+                for s in present for k in ("inflight", "scheduler"))
+    panels = []
+    for s in present:
+        o = occ[s] or {}
+        data = []
+        for i, (k, name) in enumerate((("inflight", "D..C in flight"),
+                                       ("scheduler", "G..D in scheduler"))):
+            d = o.get(k) or {}
+            if not d.get("requests"):
+                continue
+            data.append({"type": "scatter", "mode": "lines", "name": name, "x": o["t_s"],
+                         "y": [round(v, 3) for v in d["mean"]],
+                         "line": {"color": COLORS[s], "width": 1.5, "shape": "hv",
+                                  "dash": "solid" if i == 0 else "dot"}})
+        fig = {"data": data,
+               "layout": _layout(f"{LABELS[s]}: requests in flight and in the scheduler",
+                                 "time (s)", "requests (mean per bin)",
+                                 xaxis={"range": [0, x_max]},
+                                 yaxis={"range": [0, max(y_max, 1) * 1.08]}, showlegend=True,
+                                 legend={"orientation": "h", "x": 1, "xanchor": "right",
+                                         "y": 1.0, "yanchor": "bottom"})}
+        panels.append({"side": s, "label": LABELS[s], "figure": fig})
+    return {"id": "occupancy", "title": "In flight (D..C) and in the scheduler (G..D)",
+            "panels": panels}
+
+
+def add_occupancy(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+                  throughput: dict[str, Any], model_payload: dict[str, Any],
+                  model: Mapping[str, Any] | None, dev: str) -> None:
+    """The occupancy chart in the throughput section (first run of each side) and, beside the
+    observed baseline, the model's predictions for the old and the new policy."""
+    occ = {s: (per_side[s][0].get("occupancy") if per_side.get(s) else None) for s in SIDES}
+    c = occupancy_chart(occ)
+    if c:
+        throughput.setdefault("charts", []).append(c)
+        mx = {s: ((o or {}).get("inflight") or {}).get("overall_max") for s, o in occ.items()}
+        mean = {s: ((o or {}).get("inflight") or {}).get("overall_mean")
+                for s, o in occ.items()}
+        throughput.setdefault("tables", []).append({
+            "id": "occupancy", "title": "Requests in flight (D..C, first run)",
+            "columns": ["", "Baseline", "Patched"],
+            "rows": [["mean in flight", *(None if mean[s] is None else f"{mean[s]:.3f}"
+                                           for s in SIDES)],
+                     ["max in flight", *(mx[s] for s in SIDES)]]})
+    if not model or model.get("state") != "ok":
+        return
+    pdev = (model.get("device_map") or {}).get(dev, dev)
+    pred: dict[str, Mapping[str, Any] | None] = {"baseline": occ.get("baseline")}
+    for s in ("predicted_old", "predicted_new"):
+        d = _get(model, f"{s}.devices")
+        pred[s] = (d.get(pdev) or {}).get("occupancy") if isinstance(d, Mapping) else None
+    c = occupancy_chart(pred, sides=("baseline", "predicted_old", "predicted_new"))
+    if c and len(c["panels"]) > 1:
+        model_payload.setdefault("charts", []).append({**c, "id": "model-occupancy"})
+
+
 # --- everything ----------------------------------------------------------------------------
 
 def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
@@ -905,6 +972,8 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
                                       **verdicts_section(compare, dev, all_names)}
         out[("model", dev, "")] = {**base, "section": "model",
                                    **model_section(model, dev, per_side)}
+        add_occupancy(per_side, out[("throughput", dev, "")], out[("model", dev, "")], model,
+                      dev)
         # seek: the default stage (what the results used) plus every stage of the selector
         default_stage = next((str(d.get("stage")) for s in SIDES for d in per_side[s]
                               if d.get("stage")), "D")

@@ -31,6 +31,7 @@ from workers.analyzers.common import (
 from workers.analyzers.fragmentation import fragmentation
 from workers.analyzers.latency import LATENCY_PAIRS, distribution, latencies
 from workers.analyzers.lba import lba_scatter
+from workers.analyzers.occupancy import occupancy
 from workers.analyzers.ordering import ordering, remap_order
 from workers.analyzers.seek import SeekHistogram, seek_for_rows, seek_histogram
 from workers.analyzers.sizes import DEFAULT_PERCENTILES, size_stats
@@ -134,6 +135,8 @@ def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
         "ordering": ordering(table, sr, first_n=config.first_n),
         "lba": lba_scatter(table, sr, ctx.t0, max_points=config.lba_max_points,
                            timed=ctx.timed),
+        "occupancy": (occupancy(table, dev, ctx.matcher, ctx.t0, ctx.bin_ns, ctx.nbins)
+                      if ctx.timed else None),
     }
 
 

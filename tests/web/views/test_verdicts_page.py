@@ -143,3 +143,18 @@ def test_environment_diff_at_the_top_of_the_page(finished_comparison, client):
     html = client.get(finished_comparison.get_absolute_url()).content.decode()
     assert 'id="environment-diff"' in html and 'id="environment-ok"' in html
     assert "expected: changed by max_sectors_cap_kb" in html
+
+
+def test_occupancy_charts_observed_and_predicted(finished_comparison):
+    """The throughput section of a member shows requests in flight (D..C) and in the scheduler
+    (G..D) for both sides; the model section adds the replay's prediction for both policies."""
+    data = _payload(finished_comparison, "throughput", "254,0")
+    chart = next(c for c in data["charts"] if c["id"] == "occupancy")
+    assert [p["side"] for p in chart["panels"]] == ["baseline", "patched"]
+    names = [t["name"] for t in chart["panels"][0]["figure"]["data"]]
+    assert names == ["D..C in flight", "G..D in scheduler"]
+    table = next(t for t in data["tables"] if t["id"] == "occupancy")
+    assert table["rows"][1][0] == "max in flight" and table["rows"][1][1] >= 1
+    model = _payload(finished_comparison, "model", "254,0")
+    pred = next(c for c in model["charts"] if c["id"] == "model-occupancy")
+    assert {p["side"] for p in pred["panels"]} >= {"baseline", "predicted_new"}
