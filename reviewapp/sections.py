@@ -911,11 +911,12 @@ def add_occupancy(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
     if not model or model.get("state") != "ok":
         return
     pdev = (model.get("device_map") or {}).get(dev, dev)
-    pred: dict[str, Mapping[str, Any] | None] = {"baseline": occ.get("baseline")}
+    pred: dict[str, Mapping[str, Any] | None] = {"baseline": occ.get("baseline"),
+                                                   "patched": occ.get("patched")}
     for s in ("predicted_old", "predicted_new"):
         d = _get(model, f"{s}.devices")
         pred[s] = (d.get(pdev) or {}).get("occupancy") if isinstance(d, Mapping) else None
-    c = occupancy_chart(pred, sides=("baseline", "predicted_old", "predicted_new"))
+    c = occupancy_chart(pred, sides=MODEL_SIDES)
     if c and len(c["panels"]) > 1:
         model_payload.setdefault("charts", []).append({**c, "id": "model-occupancy"})
 
