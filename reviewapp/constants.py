@@ -44,6 +44,8 @@ ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.zst", ".
 #: routes (settings.CELERY_TASK_ROUTES) match them. Stable: queued messages carry these names.
 TASK_ANALYZE = "reviewapp.tasks.analyze_bundle"
 TASK_COMPARE = "reviewapp.tasks.compare_comparison"
+#: one file of a huge bundle parsed in parallel (reviewapp/shards.py), on the analysis queue
+TASK_SHARD = "reviewapp.tasks.parse_shard"
 #: Collaboration tasks (issue 8), sent to settings.BLKREVIEW_NOTIFY_QUEUE.
 TASK_NOTIFY = "reviewapp.tasks.send_comment_notifications"
 TASK_WEBHOOK = "reviewapp.tasks.deliver_webhook"

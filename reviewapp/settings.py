@@ -240,6 +240,11 @@ BLKREVIEW_ANALYSIS_QUEUE = os.environ.get("BLKREVIEW_ANALYSIS_QUEUE", "analysis"
 BLKREVIEW_REPLAY_QUEUE = os.environ.get("BLKREVIEW_REPLAY_QUEUE", "replay")
 #: notification mail and webhook deliveries: small, latency-sensitive, network-bound
 BLKREVIEW_NOTIFY_QUEUE = os.environ.get("BLKREVIEW_NOTIFY_QUEUE", "notify")
+#: a bundle larger than this (MB) with two or more trace files is parsed by several workers at
+#: once (reviewapp/shards.py); -1 turns the parallel ingest off
+BLKREVIEW_PARALLEL_INGEST_MB = float(os.environ.get("BLKREVIEW_PARALLEL_INGEST_MB", "512"))
+#: how long a worker's claim on one shard lasts before another may take it over (seconds)
+BLKREVIEW_SHARD_LEASE_SECONDS = int(os.environ.get("BLKREVIEW_SHARD_LEASE_SECONDS", "600"))
 #: every queue a worker that does everything consumes (``manage.py serve``, the tests' worker)
 BLKREVIEW_QUEUES = list(dict.fromkeys([BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_REPLAY_QUEUE,
                                        BLKREVIEW_NOTIFY_QUEUE, "celery"]))

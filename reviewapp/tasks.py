@@ -114,8 +114,13 @@ def run_analysis(job_id: int, *, task_id: str = "") -> str:
         return _analyze(job, attempt)
 
 
+def _send_shard(job_id: int, attempt: int, file_id: int) -> None:
+    app.send_task(c.TASK_SHARD, args=[job_id, attempt, file_id],
+                  queue=settings.BLKREVIEW_ANALYSIS_QUEUE)
+
+
 def _analyze(job: Any, attempt: int) -> str:
-    from reviewapp import metrics, storage
+    from reviewapp import metrics, shards, storage
     from reviewapp.models import TraceFile
     from reviewapp.services import jobs
     from workers.errors import ParseError
@@ -135,7 +140,13 @@ def _analyze(job: Any, attempt: int) -> str:
                 return "skipped"
             from workers.traces import ingest
 
-            ing = ingest(paths, names=[f.name for f in files], strict=job.bundle.strict)
+            parsed = None
+            if shards.wanted(files):  # huge: the trace files are parsed by several workers
+                parsed = shards.parse_in_shards(
+                    job=job, attempt=attempt, files=files, paths=paths,
+                    send=lambda file_id: _send_shard(job_id, attempt, file_id))
+            ing = ingest(paths, names=[f.name for f in files], strict=job.bundle.strict,
+                         parsed=parsed)
         metrics.observe_ingest(nbytes=sum(f.size for f in files),
                                events=sum(int(getattr(r, "events", 0) or 0)
                                           for r in getattr(ing, "files", [])))
@@ -498,6 +509,18 @@ def analyze_bundle(self: Task, job_id: int, **kwargs: Any) -> str:
     with _observed("analyze", job_id=int(job_id), task_id=self.request.id or "") as done:
         done.append(run_analysis(int(job_id), task_id=self.request.id or ""))
         return done[-1]
+
+
+@app.task(name=c.TASK_SHARD, acks_late=True, ignore_result=True)
+def parse_shard(job_id: int, attempt: int, file_id: int, **kwargs: Any) -> str:
+    """Parse one trace file of a huge bundle for its coordinator (reviewapp/shards.py)."""
+    if kwargs:
+        log.warning("parse_shard: ignoring unexpected arguments %s", sorted(kwargs))
+    from reviewapp import shards
+    from reviewapp.logjson import log_context
+
+    with log_context(job_id=int(job_id), task_id=parse_shard.request.id or ""):
+        return shards.shard_run(job_id=int(job_id), attempt=int(attempt), file_id=int(file_id))
 
 
 # --- collaboration (issue 8): mail notifications and webhook deliveries -----------------------

@@ -40,7 +40,9 @@ def two_workers(s3_storage, django_db_blocker, settings, tmp_path):
                 (home / sub).mkdir(parents=True)
             env = worker_env(django_db_blocker, STORAGE_URL=s3_storage.storage_url,
                              MEDIA_ROOT=str(home / "media"), TMPDIR=str(home / "tmp"),
-                             BLKREVIEW_ANALYSIS_QUEUE=queues[0], BLKREVIEW_REPLAY_QUEUE=queues[1])
+                             BLKREVIEW_ANALYSIS_QUEUE=queues[0], BLKREVIEW_REPLAY_QUEUE=queues[1],
+                             # every bundle with 2+ trace files is ingested in parallel
+                             BLKREVIEW_PARALLEL_INGEST_MB="0")
             log = home / "worker.log"
             proc = start_worker(env=env, queues=queues, name=f"{name}-{pid}", log=log,
                                 cwd=home / "cwd")
@@ -122,3 +124,41 @@ def test_two_workers_share_only_database_broker_and_bucket(two_workers, live_ser
     for w in two_workers:  # nothing reached a worker's own media directory
         assert list((w["home"] / "media").rglob("*")) == [], w["name"]
         assert list((w["home"] / "cwd").rglob("*")) == [], w["name"]
+
+
+def test_two_workers_parse_one_huge_bundle_together(two_workers, live_server, user, waiter):
+    """A per-CPU capture (18 blktrace files + manifest) over the parallel threshold: each file
+    is parsed exactly once across the two workers, and the results equal one ingest's."""
+    import json as _json
+
+    from reviewapp.models import AnalysisJob, BundleResult
+    from reviewapp.services.tokens import token_create
+    from tests.conftest import DEMO
+    from workers.analyzers import analyze
+    from workers.traces import ingest
+
+    _, key = token_create(user=user, name="two-workers-shards")
+    session = requests.Session()
+    session.headers["Authorization"] = f"Token {key}"
+    paths = sorted((DEMO / "k72_W1b").iterdir())
+    resp = session.post(f"{live_server.url}/api/v1/bundles/", data={"role": "patched"},
+                        files=[("files", (p.name, p.read_bytes())) for p in paths], timeout=60)
+    assert resp.status_code == 201, resp.text
+    job_id = resp.json()["job"]["id"]
+    waiter(lambda: AnalysisJob.objects.get(pk=job_id).state in ("succeeded", "failed"),
+           timeout=180, what="the sharded analysis")
+    job = AnalysisJob.objects.get(pk=job_id)
+    assert job.state == "succeeded", job.error
+    parsed: dict[str, list[str]] = {}
+    for w in two_workers:
+        for m in re.finditer(rf"parsed shard (\S+) of job {job_id} ", w["log"].read_text()):
+            parsed.setdefault(m.group(1), []).append(w["name"])
+    trace_files = [p.name for p in paths if p.name != "blkreview.toml"]
+    assert sorted(parsed) == sorted(trace_files)
+    assert all(len(v) == 1 for v in parsed.values()), parsed  # exactly once across workers
+    ing = ingest(paths, names=[p.name for p in paths])
+    single = _json.loads(_json.dumps(analyze(ing.table, summaries=ing.summaries)))
+    assert BundleResult.objects.get(bundle_id=resp.json()["id"]).data == single
+    by_worker = {w: sum(1 for v in parsed.values() if v == [w]) for w in ("w1", "w2")}
+    print("shards parsed per worker:", by_worker)
+
