@@ -66,7 +66,10 @@ def comparisons_with_bundles(qs: Any) -> Any:
     constant number of queries (issue 10 item 12). Works on a QuerySet or a list of rows."""
     bundles = TraceBundle.objects.order_by("pk").prefetch_related(jobs_prefetch())
     lookups = (Prefetch("baseline_bundles", queryset=bundles),
-               Prefetch("patched_bundles", queryset=bundles))
+               Prefetch("patched_bundles", queryset=bundles),
+               # the comparison step's state (for the overall status), without its results
+               Prefetch("result", queryset=ComparisonResult.objects.defer(
+                   "compare", "model", "report", "inputs", "verdict")))
     if isinstance(qs, QuerySet):
         return qs.prefetch_related(*lookups)
     prefetch_related_objects(list(qs), *lookups)
@@ -588,3 +591,70 @@ def event_list_for_user(user: Any) -> QuerySet[Any]:
         Q(patch__isnull=True) | Q(patch__in=patch_list_for_user(user).values("pk")),
         Q(comparison__isnull=True) | Q(comparison__in=comparisons_readable_by(user).values("pk")),
     )
+
+
+# --- one status for everything a comparison waits for (bundle analyses, then its step) -------
+
+def comparison_step_of(comparison: Comparison) -> ComparisonResult | None:
+    """The comparison step's row without its large fields (prefetched when the caller did)."""
+    cache = getattr(comparison, "_prefetched_objects_cache", {})
+    if "result" in cache or "result" in getattr(comparison._state, "fields_cache", {}):
+        try:
+            return comparison.result
+        except ComparisonResult.DoesNotExist:
+            return None
+    return comparison_result(comparison)
+
+
+def overall_status(comparison: Comparison, result: ComparisonResult | None) -> str:
+    """``ready`` only when every bundle is analyzed AND the comparison step has succeeded;
+    ``failed`` when a bundle's analysis or the step failed; else ``pending`` (nothing started)
+    or ``running``. What a CI bot polls (README, docs/api.md)."""
+    status = comparison.status
+    if status != c.COMPARISON_READY:
+        return status
+    if result is None or result.state in (c.JOB_STATE_QUEUED, c.JOB_STATE_RUNNING):
+        return c.COMPARISON_RUNNING
+    return c.COMPARISON_FAILED if result.state == c.JOB_STATE_FAILED else c.COMPARISON_READY
+
+
+def comparison_steps(comparison: Comparison, result: ComparisonResult | None = _UNSET
+                     ) -> list[dict[str, Any]]:
+    """Every step of the comparison once, in order: the latest analysis job of each bundle
+    (baseline, then patched; a job shared by two rows is listed once) and the comparison step
+    (``kind`` "compare", once it exists). Each: kind, id, bundle, side, state, progress,
+    message, error, error_detail, created, started, finished, and the job row (``_obj``)."""
+    if result is _UNSET:
+        result = comparison_step_of(comparison)
+    steps: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    sides = ((c.ROLE_BASELINE, comparison.baseline_bundles),
+             (c.ROLE_PATCHED, comparison.patched_bundles))
+    for side, related in sides:
+        for bundle in sorted(related.all(), key=lambda b: b.pk):  # prefetched when listed
+            job = latest_job(bundle)
+            if job is None or job.pk in seen:
+                continue
+            seen.add(job.pk)
+            steps.append({"kind": c.JOB_KIND_ANALYZE, "id": job.pk, "bundle": bundle.pk,
+                          "side": side, "state": job.state, "progress": job.progress,
+                          "message": job.message, "error": job.error,
+                          "error_detail": job.error_detail, "created": job.created,
+                          "started": job.started, "finished": job.finished, "_obj": job})
+    if result is not None:
+        steps.append({"kind": "compare", "id": result.pk, "bundle": None, "side": None,
+                      "state": result.state, "progress": result.progress,
+                      "message": result.message, "error": result.error, "error_detail": None,
+                      "created": result.created, "started": result.started,
+                      "finished": result.finished, "_obj": result})
+    return steps
+
+
+def running_step(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The step the comparison waits for: the first running one, else the first queued."""
+    for wanted in (c.JOB_STATE_RUNNING, c.JOB_STATE_QUEUED):
+        for step in steps:
+            if step["state"] == wanted:
+                return {k: step[k] for k in ("kind", "id", "bundle", "side", "state", "progress",
+                                             "message")}
+    return None

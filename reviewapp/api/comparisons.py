@@ -21,6 +21,7 @@ from reviewapp.api.serializers import (
     ComparisonOutput,
     ComparisonResultsOutput,
     absolute,
+    steps_data,
 )
 from reviewapp.models import ComparisonResult, TraceBundle
 from reviewapp.selectors import (
@@ -260,8 +261,10 @@ class ComparisonCheckApi(APIView):
             state, reasons = "error", ["no check verdict was computed"]
         v = verdict if isinstance(verdict, dict) and state not in ("pending", "error") else {}
         thresholds = (verdict or {}).get("thresholds") or effective_thresholds(comparison)
+        status, _, running = steps_data(comparisons_with_bundles([comparison])[0], request)
         return Response(CheckOutput({
-            "comparison": comparison.pk, "status": comparison.status, "state": state,
+            "comparison": comparison.pk, "status": status,
+            "analysis_status": comparison.status, "running": running, "state": state,
             "reasons": reasons, "summary": str(v.get("summary") or ""),
             "timing": str(v.get("timing") or ""),
             "notes": [str(n) for n in v.get("notes") or []],

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from rest_framework.reverse import reverse
 
 from reviewapp.models import AnalysisJob, Comparison, Patch, TraceBundle, TraceFile
+from reviewapp.selectors import comparison_step_of, comparison_steps, overall_status, running_step
 
 
 @extend_schema_field({"type": ["object", "null"], "additionalProperties": True})
@@ -80,20 +81,78 @@ class PatchOutput(serializers.ModelSerializer):
                   "created"]
 
 
+STATUS_HELP = ("pending | running | ready | failed: ready only when every bundle is analyzed "
+               "and the comparison step has finished; what to poll")
+
+
+class RunningStepOutput(serializers.Serializer):
+    """The step a comparison is waiting for (a bundle's analysis job, or the comparison step)."""
+
+    kind = serializers.ChoiceField(choices=["analyze", "compare"])
+    id = serializers.IntegerField()
+    bundle = serializers.IntegerField(allow_null=True)
+    side = serializers.CharField(allow_null=True)
+    state = serializers.ChoiceField(choices=["queued", "running"])
+    progress = serializers.IntegerField(min_value=0, max_value=100)
+    message = serializers.CharField(allow_blank=True)
+
+
+class StepOutput(serializers.Serializer):
+    """One step of a comparison: a bundle's latest analysis job (``kind`` analyze, ``url`` the
+    job) or the comparison step (``kind`` compare, ``bundle`` null, ``url`` the check)."""
+
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=["analyze", "compare"])
+    bundle = serializers.IntegerField(allow_null=True)
+    side = serializers.CharField(allow_null=True)
+    state = serializers.ChoiceField(choices=["queued", "running", "succeeded", "failed"])
+    progress = serializers.IntegerField(min_value=0, max_value=100)
+    message = serializers.CharField(allow_blank=True)
+    error = serializers.CharField(allow_blank=True)
+    error_detail = NullableObjectField(help_text="file, line, offset, reason of a parse error")
+    created = serializers.DateTimeField()
+    started = serializers.DateTimeField(allow_null=True)
+    finished = serializers.DateTimeField(allow_null=True)
+    url = serializers.CharField()
+
+
+def steps_data(comparison: Comparison, request: Any) -> tuple[str, list[dict[str, Any]],
+                                                               dict[str, Any] | None]:
+    """``(overall status, steps, running step)`` of a comparison, as the API shows them."""
+    result = comparison_step_of(comparison)
+    steps = comparison_steps(comparison, result)
+    out = []
+    for step in steps:
+        if step["kind"] == "compare":
+            path = reverse("api-comparison-check", kwargs={"version": "v1", "pk": comparison.pk})
+        else:
+            path = reverse("api-job-detail", kwargs={"version": "v1", "pk": step["id"]})
+        out.append({**{k: v for k, v in step.items() if k != "_obj"},
+                    "url": absolute(request, path)})
+    return overall_status(comparison, result), out, running_step(steps)
+
+
 class ComparisonOutput(serializers.ModelSerializer):
     patch = PatchOutput(read_only=True)
     baseline = serializers.SerializerMethodField()
     patched = serializers.SerializerMethodField()
-    jobs = serializers.SerializerMethodField()
+    status = serializers.SerializerMethodField(help_text=STATUS_HELP)
+    analysis_status = serializers.CharField(
+        source="status", read_only=True,
+        help_text="the bundle analyses only (ready: every bundle analyzed)")
+    running = serializers.SerializerMethodField(
+        help_text="the step being waited for, null when none is queued or running")
+    jobs = serializers.SerializerMethodField(
+        help_text="each bundle's latest analysis job once, then the comparison step")
     url = serializers.SerializerMethodField(help_text="the comparison page")
     api_url = serializers.SerializerMethodField()
     results_url = serializers.SerializerMethodField()
 
     class Meta:
         model = Comparison
-        fields = ["id", "status", "policy", "thresholds", "public", "patch", "baseline",
-                  "patched", "jobs", "created", "url", "api_url", "results_url", "check_url",
-                  "analysis_url", "report_url"]
+        fields = ["id", "status", "analysis_status", "running", "policy", "thresholds",
+                  "public", "patch", "baseline", "patched", "jobs", "created", "url", "api_url",
+                  "results_url", "check_url", "analysis_url", "report_url"]
 
     thresholds = serializers.DictField(
         child=serializers.FloatField(),
@@ -123,17 +182,24 @@ class ComparisonOutput(serializers.ModelSerializer):
     def get_patched(self, obj: Comparison) -> list[int]:
         return sorted(b.pk for b in obj.patched_bundles.all())
 
-    @extend_schema_field(JobOutput(many=True))
-    def get_jobs(self, obj: Comparison) -> list[dict[str, Any]]:
-        from reviewapp.selectors import latest_job
+    def _steps(self, obj: Comparison) -> tuple[str, list[dict[str, Any]], dict[str, Any] | None]:
+        cache = self.__dict__.setdefault("_steps_cache", {})
+        if obj.pk not in cache:
+            cache[obj.pk] = steps_data(obj, self.context.get("request"))
+        return cache[obj.pk]
 
-        out = []
-        for side in (obj.baseline_bundles, obj.patched_bundles):
-            for bundle in sorted(side.all(), key=lambda b: b.pk):
-                job = latest_job(bundle)
-                if job is not None:
-                    out.append(JobOutput(job, context=self.context).data)
-        return out
+    @extend_schema_field(serializers.ChoiceField(choices=["pending", "running", "ready",
+                                                          "failed"]))
+    def get_status(self, obj: Comparison) -> str:
+        return self._steps(obj)[0]
+
+    @extend_schema_field(RunningStepOutput(allow_null=True))
+    def get_running(self, obj: Comparison) -> dict[str, Any] | None:
+        return self._steps(obj)[2]
+
+    @extend_schema_field(StepOutput(many=True))
+    def get_jobs(self, obj: Comparison) -> list[dict[str, Any]]:
+        return StepOutput(self._steps(obj)[1], many=True).data
 
     def get_url(self, obj: Comparison) -> str:
         return absolute(self.context.get("request"), obj.get_absolute_url())
@@ -188,7 +254,11 @@ class CheckOutput(serializers.Serializer):
     ``timing`` and never warns or fails."""
 
     comparison = serializers.IntegerField()
-    status = serializers.CharField(help_text="the comparison's status (bundles analyzed)")
+    status = serializers.ChoiceField(choices=["pending", "running", "ready", "failed"],
+                                     help_text=STATUS_HELP)
+    analysis_status = serializers.CharField(
+        help_text="the bundle analyses only (ready: every bundle analyzed)")
+    running = RunningStepOutput(allow_null=True, help_text="the step being waited for")
     state = serializers.ChoiceField(
         choices=["success", "warning", "fail", "pending", "error"],
         help_text="pending: not computed yet; error: the comparison could not be computed")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reviewapp.models import AnalysisJob, Comparison
-from reviewapp.tasks import run_analysis
+from reviewapp.models import AnalysisJob, Comparison, ComparisonResult
+from reviewapp.tasks import run_analysis, run_compare
 
 pytestmark = pytest.mark.django_db
 
@@ -76,7 +76,53 @@ def test_submission_then_job_and_results(api_client, check, make_upload, seed000
     assert res["patched"][0]["results"]["devices"]["8,0"]["seek"]["cnt"] == 7
     detail = check(api_client.get(f"/api/v1/comparisons/{body['id']}/"), "get",
                    "/api/v1/comparisons/{id}/")
-    assert detail["status"] == "ready"
+    # every bundle is analyzed, but the comparison step has not run: not ready yet
+    assert detail["analysis_status"] == "ready" and detail["status"] == "running"
+    assert detail["running"]["kind"] == "compare" and detail["running"]["state"] == "queued"
+    assert [j["kind"] for j in detail["jobs"]] == ["analyze", "analyze", "compare"]
+    chk = check(api_client.get(f"/api/v1/comparisons/{body['id']}/check/"), "get",
+                "/api/v1/comparisons/{id}/check/")
+    assert (chk["status"], chk["state"], chk["running"]["kind"]) == ("running", "pending",
+                                                                     "compare")
+    run_compare(ComparisonResult.objects.get(comparison_id=body["id"]).pk)
+    detail = check(api_client.get(f"/api/v1/comparisons/{body['id']}/"), "get",
+                   "/api/v1/comparisons/{id}/")
+    assert detail["status"] == "ready" and detail["running"] is None
+    assert [j["state"] for j in detail["jobs"]] == ["succeeded"] * 3
+    assert detail["jobs"][2]["url"].endswith(f"/api/v1/comparisons/{body['id']}/check/")
+    chk = api_client.get(f"/api/v1/comparisons/{body['id']}/check/").json()
+    assert chk["status"] == "ready" and chk["state"] not in ("pending", "error")
+
+
+def test_check_is_ready_only_when_every_step_has_finished_and_names_the_running_one(
+        api_client, check, make_upload, seed000_before):
+    """The issue's case: the step running at 15 % while the bundles are analyzed: the check's
+    status is "running" (not "ready") and says which step runs; a bundle used on both sides
+    lists its job once."""
+    from reviewapp.services import results as svc
+
+    b = check(api_client.post("/api/v1/bundles/", {"files": [make_upload("a.txt", seed000_before)]},
+                              format="multipart"), "post", "/api/v1/bundles/")
+    r = api_client.post("/api/v1/comparisons/", {"title": "x", "baseline": [b["id"]],
+                                                  "patched": [b["id"]]}, format="json")
+    body = check(r, "post", "/api/v1/comparisons/")
+    assert [j["kind"] for j in body["jobs"]] == ["analyze"] and body["status"] == "pending"
+    assert body["running"] == {"kind": "analyze", "id": body["jobs"][0]["id"], "bundle": b["id"],
+                               "side": "baseline", "state": "queued", "progress": 0,
+                               "message": "waiting for a worker"}
+    run_analysis(body["jobs"][0]["id"])
+    step = ComparisonResult.objects.get(comparison_id=body["id"])
+    svc.result_start(result_id=step.pk)
+    svc.result_progress(result_id=step.pk, progress=15, message="seek at every stage")
+    chk = check(api_client.get(f"/api/v1/comparisons/{body['id']}/check/"), "get",
+                "/api/v1/comparisons/{id}/check/")
+    assert chk["analysis_status"] == "ready" and chk["status"] == "running"
+    assert chk["state"] == "pending"
+    assert chk["running"] == {"kind": "compare", "id": step.pk, "bundle": None, "side": None,
+                              "state": "running", "progress": 15,
+                              "message": "seek at every stage"}
+    detail = api_client.get(f"/api/v1/comparisons/{body['id']}/").json()
+    assert [j["id"] for j in detail["jobs"]] == [body["jobs"][0]["id"], step.pk]
 
 
 def test_submission_errors_are_json(api_client, check, make_upload, seed000_before, settings):
