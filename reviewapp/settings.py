@@ -52,6 +52,8 @@ if TESTING:
     # the test worker's mail lands in files the tests read
     os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
     os.environ.setdefault("EMAIL_FILE_PATH", tempfile.mkdtemp(prefix="blkreview-test-mail-"))
+    # webhook retries within a test's patience (the worker inherits it)
+    os.environ.setdefault("BLKREVIEW_WEBHOOK_BACKOFF_SECONDS", "1")
     os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="blkreview-test-media-"))
     # with STORAGE_URL=s3...: this run's key prefix in the bucket (the worker inherits it)
     os.environ.setdefault("AWS_LOCATION", f"test-{os.getpid()}")

@@ -47,7 +47,10 @@ def notification_recipients(comment: Comment) -> list[Any]:
     """Participants (starter, commenters) and mentioned users, minus the author and opt-outs."""
     User = get_user_model()
     thread = comment.thread
-    ids = set(thread.comments.filter(deleted__isnull=True).values_list("author_id", flat=True))
+    # participants as of this comment (a later reply does not make its author a recipient
+    # of an earlier comment's mail, whenever the worker gets to it)
+    ids = set(thread.comments.filter(deleted__isnull=True, pk__lt=comment.pk)
+              .values_list("author_id", flat=True))
     if thread.created_by_id:
         ids.add(thread.created_by_id)
     names = mentions(comment.body)
