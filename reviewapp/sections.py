@@ -921,6 +921,43 @@ def add_occupancy(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
         model_payload.setdefault("charts", []).append({**c, "id": "model-occupancy"})
 
 
+def add_lineage(side_results: Mapping[str, Sequence[Mapping[str, Any]]], dev: str,
+                ordering: dict[str, Any], limit: int = 12) -> None:
+    """Request stories (workers.analyzers.lineage) of the device in the ordering section: each
+    request's events across tracepoints and devices on one line, with the parent bio it came
+    from; for a stacked device, pieces per bio and per-bio latency (first run of each side)."""
+    from workers.analyzers.lineage import story
+
+    rows: list[list[Any]] = []
+    bios: list[list[Any]] = []
+    for s in SIDES:
+        runs = side_results.get(s) or []
+        lin = (runs[0].get("lineage") or {}) if runs else {}
+        for rec in [r for r in lin.get("requests") or [] if r.get("dev") == dev][:limit]:
+            rows.append([LABELS[s], f"{rec['sector']} + {rec['nr_sectors']} {rec['rwbs']}",
+                         story(rec)])
+        b = (lin.get("bios") or {}).get(dev)
+        if b:
+            lat = (b.get("latency_ns") or {}).get("percentiles_ns") or {}
+            first = (b.get("first") or [{}])[0]
+            bios.append([LABELS[s], b.get("bios"), f"{b.get('pieces_per_bio', 0):.2f}",
+                         None if "p50" not in lat else f"{lat['p50'] / 1000:,.0f}",
+                         None if "p99" not in lat else f"{lat['p99'] / 1000:,.0f}",
+                         ", ".join(first.get("members") or [])])
+    if rows:
+        ordering.setdefault("tables", []).append({
+            "id": "stories", "title": "Request stories: each request's events across "
+            "tracepoints and devices (time from its first event), and the bio it came from",
+            "columns": ["side", "request", "story"], "rows": rows})
+    if bios:
+        ordering.setdefault("tables", []).append({
+            "id": "bios", "title": "Bios of this stacked device: pieces per bio and per-bio "
+            "latency (Q of the bio to the last piece's C)",
+            "columns": ["side", "bios", "pieces per bio", "latency p50 (us)",
+                        "latency p99 (us)", "first bio's pieces, in issue order"],
+            "rows": bios})
+
+
 # --- everything ----------------------------------------------------------------------------
 
 def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
@@ -975,6 +1012,7 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
                                    **model_section(model, dev, per_side)}
         add_occupancy(per_side, out[("throughput", dev, "")], out[("model", dev, "")], model,
                       dev)
+        add_lineage(side_results, dev, out[("ordering", dev, "")])
         # seek: the default stage (what the results used) plus every stage of the selector
         default_stage = next((str(d.get("stage")) for s in SIDES for d in per_side[s]
                               if d.get("stage")), "D")

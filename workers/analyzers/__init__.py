@@ -31,6 +31,7 @@ from workers.analyzers.common import (
 from workers.analyzers.fragmentation import fragmentation
 from workers.analyzers.latency import LATENCY_PAIRS, distribution, latencies
 from workers.analyzers.lba import lba_scatter
+from workers.analyzers.lineage import lineage
 from workers.analyzers.occupancy import occupancy
 from workers.analyzers.ordering import ordering, remap_order
 from workers.analyzers.seek import SeekHistogram, seek_for_rows, seek_histogram
@@ -190,5 +191,6 @@ def analyze(table: EventTable, *, config: AnalyzeConfig | None = None,
         "iostat": {"columns": list(IOSTAT_COLUMNS), "rows": rows,
                    "groups": mean_rows(rows, names, exclude=tuple(remaps))},
         "remaps": remaps,
+        "lineage": lineage(table, ctx.matcher, qs=config.percentiles),
         "summaries": dict(summaries or {}),
     }

@@ -158,3 +158,17 @@ def test_occupancy_charts_observed_and_predicted(finished_comparison):
     model = _payload(finished_comparison, "model", "254,0")
     pred = next(c for c in model["charts"] if c["id"] == "model-occupancy")
     assert {p["side"] for p in pred["panels"]} >= {"baseline", "predicted_new"}
+
+
+def test_request_stories_and_bios_in_the_ordering_section(finished_comparison):
+    """A member's requests with their whole story (A, Q, G, D, C and the md0 bio they came
+    from), both sides; md0's bios with pieces per bio and per-bio latency."""
+    member = _payload(finished_comparison, "ordering", "254,0")
+    stories = next(t for t in member["tables"] if t["id"] == "stories")
+    first = stories["rows"][0]
+    assert first[0] == "Baseline" and first[1] == "4096 + 1024 R"
+    assert first[2].startswith("A +0 us, Q +7 us, G +76 us, D +243 us, C +1166 us; from ")
+    assert any(r[0] == "Patched" for r in stories["rows"])
+    md0 = _payload(finished_comparison, "ordering", "9,0")
+    bios = next(t for t in md0["tables"] if t["id"] == "bios")
+    assert [r[:3] for r in bios["rows"]] == [["Baseline", 100, "4.00"], ["Patched", 200, "2.00"]]

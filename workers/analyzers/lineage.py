@@ -1,0 +1,201 @@
+"""Per-bio lineage: every event of a request across tracepoints and devices in one record.
+
+A request is followed from its issue (D) on a device back to what made it and forward to its
+completion: the bio's queueing (Q), request allocation (G), insertion (I), issue (D) and
+completion (C) on that device (paired by device and sector as btt does,
+:class:`~workers.analyzers.common.StageMatcher`), the bios merged into it (M back, F front),
+and for a member of a stack the remap (A) that sent it there, which names the top device and
+the original sector, and so the **parent** bio: the top device's Q whose range holds that sector,
+with the splits (X) it went through. From the parents follow pieces per bio and per-bio latency
+(parent Q to the last piece's C), what no per-device view shows.
+
+Records are built for the first ``limit`` requests in issue order (columnar pairing, a Python
+walk over the merges, remaps and parents of those requests only).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from workers.analyzers.common import StageMatcher, percentiles, time_order
+from workers.events import (
+    ACT_BACKMERGE,
+    ACT_FRONTMERGE,
+    ACT_REMAP,
+    ACT_SPLIT,
+    ACTION_CODES,
+    EventTable,
+    dev_str,
+    rwbs_to_text,
+)
+
+STAGES_BEFORE_D = ("Q", "G", "I")
+KEEP_RECORDS = 100  # request records stored in the results (the page's request stories)
+KEEP_BIOS = 50
+MAX_OPEN_MERGES = 4096  # merges waiting for their request's issue, per device
+MAX_PARENT_WALK = 4096  # top-device Q events looked back from a remap for its parent
+MAX_SPLITS = 64  # X events looked at after a parent's Q
+
+
+def _pair_index(matcher: StageMatcher, a: str, b: str) -> dict[int, int]:
+    ra, rb = matcher.pairs(a, b)
+    return {int(y): int(x) for x, y in zip(ra, rb)}
+
+
+def lineage(table: EventTable, matcher: StageMatcher, *, limit: int = 20000,
+            qs: tuple[float, ...] = (50.0, 90.0, 99.0)) -> dict[str, Any]:
+    """``{"requests": [...first records], "count", "bios": {top: {...}}}``.
+
+    A record: ``{"dev", "name", "sector", "nr_sectors", "rwbs", "events": [{"a", "t_ns"}],
+    "merged": [{"a", "sector", "nr_sectors", "t_ns"}], "parent": {"dev", "name", "sector",
+    "nr_sectors", "t_ns", "offset_kb", "splits"} | None}``.
+    """
+    d_code = ACTION_CODES["D"]
+    d_rows = time_order(table, np.flatnonzero((table.action == d_code)
+                                              & (table.nr_sectors > 0)))[:limit]
+    to_d = {st: _pair_index(matcher, st, "D") for st in STAGES_BEFORE_D}
+    d_to_c = {int(a): int(b) for a, b in zip(*matcher.pairs("D", "C"))}
+    t = table.time_ns
+    sec = table.sector
+    nr = table.nr_sectors
+
+    # merges (M/F) per device, time ordered
+    merge_rows = time_order(table, np.flatnonzero(np.isin(table.action,
+                                                          (ACT_BACKMERGE, ACT_FRONTMERGE))))
+    merges_by_dev: dict[int, list[int]] = defaultdict(list)
+    for r in merge_rows:
+        merges_by_dev[int(table.dev[r])].append(int(r))
+    # remaps (A) by (member dev, member sector), time ordered
+    remap_rows = time_order(table, np.flatnonzero(table.action == ACT_REMAP))
+    remaps: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for r in remap_rows:
+        remaps[(int(table.dev[r]), int(sec[r]))].append(int(r))
+    # Q and X of the top devices, time ordered
+    tops = {int(table.aux2[r]) for r in remap_rows}
+    q_code = ACTION_CODES["Q"]
+    top_q: dict[int, npt.NDArray[np.intp]] = {}
+    top_x: dict[int, npt.NDArray[np.intp]] = {}
+    for top in tops:
+        top_q[top] = time_order(table, np.flatnonzero((table.dev == top)
+                                                      & (table.action == q_code)))
+        top_x[top] = time_order(table, np.flatnonzero((table.dev == top)
+                                                      & (table.action == ACT_SPLIT)))
+
+    records: list[dict[str, Any]] = []
+    bios: dict[tuple[int, int], dict[str, Any]] = {}
+    open_merges: dict[int, list[int]] = defaultdict(list)
+    next_merge: dict[int, int] = {}
+    q_times = {top: [int(x) for x in t[rows]] for top, rows in top_q.items()}
+    x_times = {top: [int(x) for x in t[rows]] for top, rows in top_x.items()}
+    for d in (int(x) for x in d_rows):
+        dev = int(table.dev[d])
+        s, n = int(sec[d]), int(nr[d])
+        events = [{"a": st, "t_ns": int(t[to_d[st][d]])} for st in STAGES_BEFORE_D
+                  if d in to_d[st]]
+        events.append({"a": "D", "t_ns": int(t[d])})
+        c = d_to_c.get(d)
+        if c is not None:
+            events.append({"a": "C", "t_ns": int(t[c])})
+        merged = []
+        # merges of this device up to this issue join the open ones (bounded), in time order
+        pending = merges_by_dev.get(dev, [])
+        at = next_merge.get(dev, 0)
+        while at < len(pending) and int(t[pending[at]]) <= int(t[d]):
+            open_merges[dev].append(pending[at])
+            at += 1
+        next_merge[dev] = at
+        if len(open_merges[dev]) > MAX_OPEN_MERGES:
+            del open_merges[dev][:len(open_merges[dev]) - MAX_OPEN_MERGES]
+        keep = []
+        for m in open_merges[dev]:
+            if s <= int(sec[m]) < s + n:
+                merged.append({"a": "M" if table.action[m] == ACT_BACKMERGE else "F",
+                               "sector": int(sec[m]), "nr_sectors": int(nr[m]),
+                               "t_ns": int(t[m])})
+            else:
+                keep.append(m)
+        open_merges[dev] = keep
+        parent = None
+        cand = remaps.get((dev, s))
+        if cand:
+            times = [int(t[r]) for r in cand]
+            i = bisect_right(times, int(t[d])) - 1
+            if i >= 0:
+                a = cand[i]
+                top, orig = int(table.aux2[a]), int(table.aux[a])
+                events.insert(0, {"a": "A", "t_ns": int(t[a])})
+                qrows = top_q.get(top)
+                q = -1
+                if qrows is not None and len(qrows):
+                    # the latest Q of the top device up to the remap whose range holds the
+                    # original sector (a bounded walk back: parents are recent)
+                    j = bisect_right(q_times[top], int(t[a])) - 1
+                    for k in range(j, max(-1, j - MAX_PARENT_WALK), -1):
+                        r = int(qrows[k])
+                        if int(sec[r]) <= orig < int(sec[r]) + int(nr[r]):
+                            q = r
+                            break
+                if q >= 0:
+                    xrows = top_x.get(top, np.zeros(0, dtype=np.intp))
+                    xt = x_times.get(top, [])
+                    splits = []
+                    for k in range(bisect_left(xt, int(t[q])),
+                                   min(len(xt), bisect_left(xt, int(t[q])) + MAX_SPLITS)):
+                        x = int(xrows[k])
+                        if xt[k] > int(t[d]):
+                            break
+                        if int(sec[q]) <= int(sec[x]) < int(sec[q]) + int(nr[q]):
+                            splits.append(int(table.aux[x]))
+                    parent = {"dev": dev_str(top), "name": table.device_name(top),
+                              "sector": int(sec[q]), "nr_sectors": int(nr[q]),
+                              "t_ns": int(t[q]), "offset_kb": (orig - int(sec[q])) // 2,
+                              "splits": sorted(set(splits))}
+                    bio = bios.setdefault((top, q), {
+                        "dev": dev_str(top), "sector": int(sec[q]),
+                        "nr_sectors": int(nr[q]), "t_ns": int(t[q]), "pieces": 0,
+                        "members": [], "last_c_ns": None})
+                    bio["pieces"] += 1
+                    bio["members"].append(table.device_name(dev))
+                    if c is not None:
+                        bio["last_c_ns"] = max(bio["last_c_ns"] or 0, int(t[c]))
+        records.append({"dev": dev_str(dev), "name": table.device_name(dev), "sector": s,
+                        "nr_sectors": n, "rwbs": rwbs_to_text(int(table.rwbs[d])),
+                        "events": sorted(events, key=lambda e: e["t_ns"]), "merged": merged,
+                        "parent": parent})
+    per_top: dict[str, list[dict[str, Any]]] = {}
+    for (top_dev, _q), bio in sorted(bios.items(), key=lambda kv: kv[1]["t_ns"]):
+        per_top.setdefault(dev_str(top_dev), []).append(bio)
+    summary: dict[str, Any] = {}
+    for top_name, lst in per_top.items():
+        pieces = np.array([b["pieces"] for b in lst], dtype=np.float64)
+        lat = np.array([b["last_c_ns"] - b["t_ns"] for b in lst if b["last_c_ns"] is not None],
+                       dtype=np.int64)
+        summary[top_name] = {"bios": len(lst), "pieces_per_bio": float(pieces.mean()),
+                        "latency_ns": {"count": int(len(lat)),
+                                       "percentiles_ns": percentiles(lat, qs) if len(lat)
+                                       else {}},
+                        "first": lst[:KEEP_BIOS]}
+    return {"count": len(records), "limit": limit, "requests": records[:KEEP_RECORDS],
+            "bios": summary}
+
+
+def story(record: dict[str, Any]) -> str:
+    """One request's story in a line: ``Q +0 us, G +70 us, D +243 us, C +1166 us; parent ...``."""
+    ev = record.get("events") or []
+    if not ev:
+        return ""
+    t0 = ev[0]["t_ns"]
+    parts = [f"{e['a']} +{(e['t_ns'] - t0) / 1000:.0f} us" for e in ev]
+    text = ", ".join(parts)
+    if record.get("merged"):
+        text += f"; {len(record['merged'])} bio(s) merged"
+    p = record.get("parent")
+    if p:
+        text += (f"; from {p['name']} {p['sector']} + {p['nr_sectors']} at "
+                 f"{p['offset_kb']} KB")
+    return text
