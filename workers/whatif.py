@@ -96,11 +96,26 @@ BUILT_BEFORE_Q: dict[str, str] = {
 }
 
 
+#: Policy fields trace replay does not read at all: its threads wait for a free tag, but the
+#: wake-up order and preemption of sbitmap's wait queues are only in the multi-thread
+#: simulator (workers.model.simulate.simulate_jobs, the seed 003 view).
+NOT_IN_REPLAY: dict[str, str] = {
+    "sbitmap_wakeup": "not modelled in trace replay (only in the multi-thread tag simulator)",
+    "tag_preempt": "not modelled in trace replay (only in the multi-thread tag simulator)",
+}
+
+
 def unexercised(field: str, stack: Any, bios: Any) -> str:
     """Why a replay of these bios on this stack cannot show ``field`` ("" when it can)."""
     if field in BUILT_BEFORE_Q:
         return BUILT_BEFORE_Q[field]
+    if field in NOT_IN_REPLAY:
+        return NOT_IN_REPLAY[field]
     kinds = {n.kind for n in stack.nodes()}
+    if field == "md_read_balance" and "raid1" not in kinds:
+        return "no md raid1 in the stack"
+    if field == "raid10_chunk_limit" and "raid10" not in kinds:
+        return "no md raid10 in the stack"
     if field == "raid0_discard":
         if "raid0" not in kinds:
             return "no raid0 in the stack"
@@ -108,7 +123,8 @@ def unexercised(field: str, stack: Any, bios: Any) -> str:
             return "no discards in the input"
     if field == "flags_on_resubmit" and "cache" not in kinds:
         return "no bcache (cache) device in the stack"
-    if field in ("split_nomerge", "md_io_opt_align") and not kinds & {"raid0", "raid5", "linear"}:
+    if field in ("split_nomerge", "md_io_opt_align") and not kinds & {
+            "raid0", "raid1", "raid10", "raid5", "raid6", "linear"}:
         return "no md device in the stack"
     return ""
 

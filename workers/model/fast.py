@@ -32,18 +32,27 @@ from workers.events import (
     ACT_COMPLETE,
     ACT_FRONTMERGE,
     ACT_GETRQ,
+    ACT_INSERT,
     ACT_ISSUE,
+    ACT_PLUG,
     ACT_QUEUE,
     ACT_REMAP,
     ACT_SPLIT,
+    ACT_UNPLUG_IO,
+    ACT_UNPLUG_TIMER,
+    RWBS_NONE,
     RWBS_SYNC,
     RWBS_WRITE,
 )
 from workers.model.device import _service_parts
+from workers.model.elevator import FIFO_BATCH, READ_EXPIRE_NS, WRITE_EXPIRE_NS, WRITES_STARVED
 from workers.model.limits import QueueLimits
 from workers.model.policy import Policy
 from workers.model.split import OP_READ, OP_WRITE
 from workers.model.stack import Stack
+
+#: What a merge attempt did (``bio_attempt_back_merge`` / ``bio_attempt_front_merge``).
+MERGE_NONE, MERGE_BACK, MERGE_FRONT = 0, 1, 2
 
 # bio fields
 B_NODE, B_SEC, B_NR, B_OP, B_RWBS, B_FLAGS, B_UNIT, B_UP, B_OFF, B_SEG, B_PID, B_FRESH, \
@@ -109,12 +118,6 @@ def eligible(bios_rwbs: npt.NDArray[np.int64], stack: Stack, limits: dict[int, Q
 
 
 # --- small helpers ---------------------------------------------------------------------------------
-class TagWait(Exception):
-    """Kept for callers of an earlier version: the compiled engine now models tag waits
-    itself (``_mq_submit``, as :meth:`workers.model.submit.Engine.wait_for_tag`) and never
-    raises it."""
-
-
 @njit(cache=True)
 def _ev(EV: Any, S: Any, t: int, dev: int, pid: int, act: int, rwbs: int, sec: int, nr: int,
         aux: int, aux2: int) -> None:
@@ -233,7 +236,7 @@ def _new_bio(B: Any, FB: Any, S: Any, node: int, sec: int, nr: int, op: int, rwb
 def _enqueue(B: Any, S: Any, L: Any, EV: Any, POL: Any, b: int, split: bool) -> None:
     """submit_bio_noacct_nocheck with current->bio_list active."""
     if B[b, B_FRESH]:
-        _ev(EV, S, S[S_NOW], L[B[b, B_NODE], L_DEV], B[b, B_PID], 1, B[b, B_RWBS], B[b, B_SEC],
+        _ev(EV, S, S[S_NOW], L[B[b, B_NODE], L_DEV], B[b, B_PID], ACT_QUEUE, B[b, B_RWBS], B[b, B_SEC],
             B[b, B_NR], 0, 0)
         S[S_NOW] += POL[POL_STEP]
         B[b, B_FRESH] = 0
@@ -311,7 +314,7 @@ def _split_to_limits(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any, P
         return b
     sec = B[b, B_SEC]
     # X carries the front piece's size, as blk_add_trace_split records the split bio
-    _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 13, B[b, B_RWBS], sec, f, sec + f, 0)
+    _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], ACT_SPLIT, B[b, B_RWBS], sec, f, sec + f, 0)
     S[S_NOW] += POL[POL_STEP]
     front = _new_bio(B, FB, S, node, sec, f, B[b, B_OP], B[b, B_RWBS], B[b, B_FLAGS] | F_NOMERGE,
                      B[b, B_UNIT], B[b, B_UP], B[b, B_OFF], B[b, B_SEG], B[b, B_PID], 0)
@@ -330,7 +333,7 @@ def _personality_split(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any,
     node = B[b, B_NODE]
     sec = B[b, B_SEC]
     if POL[POL_HEAD]:
-        _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 13, B[b, B_RWBS], sec, nr, sec + nr,
+        _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], ACT_SPLIT, B[b, B_RWBS], sec, nr, sec + nr,
             0)
         S[S_NOW] += POL[POL_STEP]
     front = _new_bio(B, FB, S, node, sec, nr, B[b, B_OP], B[b, B_RWBS], B[b, B_FLAGS],
@@ -350,7 +353,7 @@ def _remap(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any, POL: Any, b
     child = _new_bio(B, FB, S, member, msec, nr, B[b, B_OP], B[b, B_RWBS], B[b, B_FLAGS],
                      B[b, B_UNIT], piece, B[b, B_OFF], B[b, B_SEG], B[b, B_PID], 1)
     _count(B, P, U, child)
-    _ev(EV, S, S[S_NOW], L[member, L_DEV], B[b, B_PID], 15, B[b, B_RWBS], msec, nr, B[b, B_SEC],
+    _ev(EV, S, S[S_NOW], L[member, L_DEV], B[b, B_PID], ACT_REMAP, B[b, B_RWBS], msec, nr, B[b, B_SEC],
         L[B[b, B_NODE], L_DEV])
     S[S_NOW] += POL[POL_STEP]
     _enqueue(B, S, L, EV, POL, child, False)
@@ -391,7 +394,7 @@ def _release(B: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any, S: Any, L
         P[up, P_REM] -= 1
         if P[up, P_REM] > 0:
             break
-        _ev(EV, S, t, L[P[up, P_NODE], L_DEV], P[up, P_PID], 8, P[up, P_RWBS], P[up, P_SEC],
+        _ev(EV, S, t, L[P[up, P_NODE], L_DEV], P[up, P_PID], ACT_COMPLETE, P[up, P_RWBS], P[up, P_SEC],
             P[up, P_NR], 0, 0)
         nxt = P[up, P_UP]
         _release_slot(FP, S, S_PFREE, up)
@@ -437,10 +440,8 @@ def _server_submit(SV: Any, SVU: Any, SVP: Any, node: int, t: int, sec: int, nr:
 
 
 # --- the mq-deadline-like elevator (workers.model.elevator.DeadlineQueue) ------------------------
-READ_EXPIRE_NS = 500_000_000
-WRITE_EXPIRE_NS = 5_000_000_000
-FIFO_BATCH = 16
-WRITES_STARVED = 2
+# mq-deadline's defaults come from workers.model.elevator (numba reads them as constants)
+
 # DS per node: next_pos read, next_pos write, batching, last_dir, starved, n, n_read, n_write
 DS_NP0, DS_NP1, DS_BATCH, DS_LAST, DS_STARVED, DS_N, DS_NR0, DS_NR1 = range(8)
 
@@ -652,7 +653,7 @@ def _kick(R: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any, SV
             Q[node, 0] = R[rq, R_NEXT]
             if Q[node, 0] < 0:
                 Q[node, 1] = -1
-        _ev(EV, S, t, L[node, L_DEV], R[rq, R_PID], 7, R[rq, R_RWBS], R[rq, R_SEC], R[rq, R_NR],
+        _ev(EV, S, t, L[node, L_DEV], R[rq, R_PID], ACT_ISSUE, R[rq, R_RWBS], R[rq, R_SEC], R[rq, R_NR],
             0, 0)
         c = _server_submit(SV, SVU, SVP, node, t, R[rq, R_SEC], R[rq, R_NR],
                            R[rq, R_OP] != 0)
@@ -689,7 +690,7 @@ def _merge(R: Any, B: Any, L: Any, rq: int, b: int, nsegs: int) -> int:
         B[b, B_NEXT] = -1
         B[R[rq, R_BTAIL], B_NEXT] = b
         R[rq, R_BTAIL] = b
-        return 1
+        return MERGE_BACK
     if R[rq, R_SEC] - B[b, B_NR] == B[b, B_SEC]:
         if R[rq, R_NR] + B[b, B_NR] > _rq_max(L, node, B[b, B_SEC]) or \
                 R[rq, R_NSEGS] + nsegs > L[node, L_MAXSEGS]:
@@ -700,8 +701,8 @@ def _merge(R: Any, B: Any, L: Any, rq: int, b: int, nsegs: int) -> int:
         R[rq, R_NSEGS] += nsegs
         B[b, B_NEXT] = R[rq, R_BHEAD]
         R[rq, R_BHEAD] = b
-        return 2
-    return 0
+        return MERGE_FRONT
+    return MERGE_NONE
 
 
 @njit(cache=True)
@@ -767,7 +768,7 @@ def _flush(R: Any, B: Any, FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV
         node = R[TMP[0], R_NODE]
         if POL[POL_UNPLUG]:
             # trace_block_unplug(q, plug->rq_count, true) of the direct path (6.12+)
-            _ev(EV, S, S[S_NOW], L[node, L_DEV], R[TMP[0], R_PID], 10, 8, 0, 0, n, 0)
+            _ev(EV, S, S[S_NOW], L[node, L_DEV], R[TMP[0], R_PID], ACT_UNPLUG_IO, RWBS_NONE, 0, 0, n, 0)
         for k in range(n):
             _qappend(R, Q, node, TMP[k])
         _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, E, node, S[S_NOW])
@@ -787,11 +788,12 @@ def _flush(R: Any, B: Any, FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV
         if order == ORDER_LIFO:
             idx.reverse()
         # blk_mq_dispatch_plug_list: trace_block_unplug(q, depth, !from_sched)
-        _ev(EV, S, S[S_NOW], L[node, L_DEV], R[idx[0], R_PID], 11 if sched else 10, 8, 0, 0,
+        _ev(EV, S, S[S_NOW], L[node, L_DEV], R[idx[0], R_PID], ACT_UNPLUG_TIMER if sched else ACT_UNPLUG_IO,
+            RWBS_NONE, 0, 0,
             len(idx), 0)
         for rq in idx:
             if L[node, L_ELV]:
-                _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], 12, R[rq, R_RWBS],
+                _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], ACT_INSERT, R[rq, R_RWBS],
                     R[rq, R_SEC], R[rq, R_NR], 0, 0)
                 _dd_insert(R, B, FR, S, L, E, node, rq, S[S_NOW])
             else:
@@ -830,7 +832,8 @@ def _mq_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, HU: An
         if not kind and L[node, L_ELV]:
             kind = _dd_bio_merge(R, B, L, E, node, b, nsegs)
         if kind:
-            _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 3 if kind == 2 else 2,
+            _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID],
+                ACT_FRONTMERGE if kind == MERGE_FRONT else ACT_BACKMERGE,
                 B[b, B_RWBS], B[b, B_SEC], B[b, B_NR], 0, 0)
             S[S_NOW] += POL[POL_STEP]
             return
@@ -861,7 +864,7 @@ def _mq_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, HU: An
     R[rq, R_FPREV] = -1
     R[rq, R_FNEXT] = -1
     B[b, B_NEXT] = -1
-    _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], 4, B[b, B_RWBS], B[b, B_SEC], B[b, B_NR],
+    _ev(EV, S, S[S_NOW], L[node, L_DEV], B[b, B_PID], ACT_GETRQ, B[b, B_RWBS], B[b, B_SEC], B[b, B_NR],
         0, 0)
     S[S_NOW] += POL[POL_STEP]
     # blk_add_rq_to_plug
@@ -874,10 +877,10 @@ def _mq_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, HU: An
             mc *= 4 if POL[POL_MAXCNT] <= 16 else 2
         if n >= mc or (L[node, L_NOMERGES] == 0 and R[last, R_NR] >= 256):
             _flush(R, B, FR, Q, INF, H, S, L, EV, SV, SVU, SVP, E, PL, POL, TMP, 0)
-            _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], 9, 8, 0, 0, 0, 0)
+            _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], ACT_PLUG, RWBS_NONE, 0, 0, 0, 0)
             last = -1  # the flushed list is empty: rq alone is not "multiple queues"
     else:
-        _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], 9, 8, 0, 0, 0, 0)
+        _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], ACT_PLUG, RWBS_NONE, 0, 0, 0, 0)
     if last >= 0 and R[last, R_NODE] != node:
         S[S_MULTI] = 1
     if L[node, L_ELV]:
@@ -938,7 +941,7 @@ def _complete(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, HU: Any
     node = R[rq, R_NODE]
     INF[node] -= 1
     L[node, L_ALLOC] -= 1
-    _ev(EV, S, t, L[node, L_DEV], 0, 8, R[rq, R_RWBS], R[rq, R_SEC], R[rq, R_NR], 0, 0)
+    _ev(EV, S, t, L[node, L_DEV], 0, ACT_COMPLETE, R[rq, R_RWBS], R[rq, R_SEC], R[rq, R_NR], 0, 0)
     b = R[rq, R_BHEAD]
     while b >= 0:
         nb = B[b, B_NEXT]
@@ -989,7 +992,7 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
                          bseg[i], bpid[i], 1)
             _count(B, P, U, b)
             # submit_bio_noacct_nocheck without an active bio_list
-            _ev(EV, S, S[S_NOW], L[top, L_DEV], bpid[i], 1, brwbs[i], bsec[i], bnr[i], 0, 0)
+            _ev(EV, S, S[S_NOW], L[top, L_DEV], bpid[i], ACT_QUEUE, brwbs[i], bsec[i], bnr[i], 0, 0)
             S[S_NOW] += POL[POL_STEP]
             B[b, B_FRESH] = 0
             S[S_BL0H] = -1

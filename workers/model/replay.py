@@ -442,13 +442,9 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
 
         big = len(sector) >= FAST_MIN_BIOS or engine == "fast"
         if big and fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
-            try:
-                return _replay_fast(eng, bios, stack, policy, seed, record, sector, nr,
-                                    seg, rwbs, pid, time_ns, plug)
-            except fast.TagWait:
-                # a request waits for a tag: only the Python engine models the sleep
-                eng = Engine(stack, policy, record=record)
-                engine = "python"
+            # both engines model tag waits (a thread sleeps, its plug is flushed from schedule)
+            return _replay_fast(eng, bios, stack, policy, seed, record, sector, nr,
+                                seg, rwbs, pid, time_ns, plug)
         if engine == "fast":
             raise ModelConfigError("this stack/workload is outside the compiled engine's scope")
     threads: dict[int, _Thread] = {}

@@ -165,7 +165,7 @@ def _server_for(node: Node, lim: QueueLimits) -> Any:
     """A device server from the timing engineer's model, or a simple fallback."""
     try:
         from workers.model.device import device_from_spec
-        from workers.model.timing import DeviceServer
+        from workers.model.server import DeviceServer
     except ImportError:  # pragma: no cover - the timing module is part of the package
         return _FallbackServer()
     spec = node.device
@@ -202,7 +202,7 @@ class Engine:
         #: requests allocated (G) and not yet freed, per disk, and the tag count they draw on
         self.alloc: dict[int, int] = {}
         self.tag_limit: dict[int, int] = {}
-        #: a request had to wait for a tag (the compiled engine does not model this)
+        #: how many times a request had to wait for a tag (both engines model the wait)
         self.tag_waits = 0
         #: raid5 stripe_heads waiting for the submitter's unplug, and stripes whose reads
         #: completed (their writes are issued at the next safe point, from raid5d)

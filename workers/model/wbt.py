@@ -52,7 +52,7 @@ from workers.events import (
 )
 from workers.model.device import DeviceModel, device_from_spec
 from workers.model.policy import Policy
-from workers.model.timing import DeviceServer
+from workers.model.server import DeviceServer
 
 # --- request flags (include/linux/blk_types.h names; our own bit values) ---------------------
 REQ_OP_READ = 0
