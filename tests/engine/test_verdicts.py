@@ -209,3 +209,26 @@ def test_timing_reasons_minimum_events_and_window() -> None:
 def compare(*args, **kwargs):  # type: ignore[no-redef]
     """compare() with the summary in words, as the CLI and the worker produce it."""
     return with_summary(_compare(*args, **kwargs))
+
+
+def test_prediction_beside_observed_flags_a_mismatch(seed000) -> None:
+    """The model predicted the backward dispatches to vanish (as observed) but the mean seek to
+    stay: the first is as predicted, the second a mismatch the summary names."""
+    from workers.summary import prediction_check, with_summary
+
+    def dev(back: float, seek: float) -> dict:
+        return {"devices": {"8,0": {"ordering": {"backward_share": back, "backward": 1},
+                                    "seek": {"mean_bytes": seek, "cnt": 6, "zero_cnt": 1}}}}
+
+    model = {"state": "ok", "predicted_old": dev(0.5, 185685.0),
+             "predicted_new": dev(0.0, 185685.0)}
+    preds = {p["label"]: p for p in prediction_check(seed000, model)}
+    assert preds["backward dispatches"]["predicted"] == "50% -> 0%"
+    assert not preds["backward dispatches"]["mismatch"]
+    seek = preds["mean seek distance"]
+    assert seek["mismatch"] and seek["observed"] == "181 -> 64 KB"
+    assert seek["predicted"] == "181 -> 181 KB"
+    out = with_summary(dict(seed000), model)
+    assert "model mismatch: 8,0 mean seek distance: predicted 181 -> 181 KB, observed " \
+           "181 -> 64 KB" in out["words"]["lines"]
+    assert prediction_check(seed000, {"state": "error"}) == []

@@ -172,3 +172,19 @@ def test_request_stories_and_bios_in_the_ordering_section(finished_comparison):
     md0 = _payload(finished_comparison, "ordering", "9,0")
     bios = next(t for t in md0["tables"] if t["id"] == "bios")
     assert [r[:3] for r in bios["rows"]] == [["Baseline", 100, "4.00"], ["Patched", 200, "2.00"]]
+
+
+def test_model_prediction_beside_the_observed_change(finished_comparison, client):
+    """The model panel's predicted change (new policy vs old, on the baseline's bios) is set
+    beside the observed one; a direction that differs is flagged as a mismatch."""
+    words = ComparisonResult.objects.get(comparison=finished_comparison).verdict["words"]
+    preds = words["predictions"]
+    assert preds, words
+    for p in preds:
+        assert p["predicted"] and p["observed"] and isinstance(p["mismatch"], bool)
+    html = client.get(finished_comparison.get_absolute_url()).content.decode()
+    assert 'id="summary-predictions"' in html
+    if any(p["mismatch"] for p in preds):
+        assert "<strong>mismatch</strong>" in html
+    else:
+        assert "as predicted" in html
