@@ -919,6 +919,27 @@ def add_occupancy(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
     c = occupancy_chart(pred, sides=MODEL_SIDES)
     if c and len(c["panels"]) > 1:
         model_payload.setdefault("charts", []).append({**c, "id": "model-occupancy"})
+    runs = model.get("runs") or []
+    if len(runs) > 1:
+        rows = []
+        for r in runs:
+            fid = ((r.get("fidelity") or {}).get(dev) or {}) if not r.get("error") else {}
+            pred = (r.get("predicted") or {}).get(pdev) or {}
+
+            def pct(side: str, pred: Mapping[str, Any] = pred) -> str | None:
+                v = (pred.get(side) or {}).get("backward_share")
+                return None if v is None else f"{100 * v:.1f}%"
+
+            rows.append([f"baseline run {int(r.get('run', 0)) + 1}",
+                         r.get("error") or pct("predicted_old"), pct("predicted_new"),
+                         None if fid.get("matched_in_order") is None
+                         else f"{100 * fid['matched_in_order']:.1f}%",
+                         None if fid.get("seek_l1") is None else f"{fid['seek_l1']:.3f}"])
+        model_payload.setdefault("tables", []).append({
+            "id": "model-runs", "title": "Every baseline run replayed (charts: run 1)",
+            "columns": ["run", "predicted backward, old policy",
+                        "predicted backward, new policy", "D requests matched in order",
+                        "seek histogram L1"], "rows": rows})
 
 
 def add_lineage(side_results: Mapping[str, Sequence[Mapping[str, Any]]], dev: str,

@@ -260,6 +260,44 @@ def model_panel(**kwargs: Any) -> dict[str, Any] | None:
         return {"state": "error", "error": f"{type(exc).__name__}: {exc}"}
 
 
+def _replay_other_runs(model: dict[str, Any], comparison: Any, kernels: dict[str, str],
+                       table_rows: dict[str, list[Any]],
+                       tables: dict[str, list[tuple[Any, dict[str, Any]]]]
+                       ) -> list[dict[str, Any]]:
+    """The model panel replays every baseline run, not only the first: per run, the old and
+    the new policy's key predictions and the fidelity of the old one against that run (the
+    charts stay those of run 1)."""
+    out: list[dict[str, Any]] = [{"run": 0, "fidelity": model.get("fidelity"),
+                                  "predicted": _predicted_numbers(model)}]
+    for i, (table, observed) in enumerate(tables["baseline"][1:], start=1):
+        r = table_rows["baseline"][i]
+        manifest = (r.ingest or {}).get("manifest")
+        other = model_panel(
+            policy=comparison.policy, baseline_kernel=kernels.get("baseline", ""),
+            patched_kernel=kernels.get("patched", ""),
+            manifest=manifest if isinstance(manifest, dict) else None,
+            stack_text=r.bundle.stack, workload=r.bundle.workload, table=table,
+            observed=observed)
+        if not other or other.get("state") != "ok":
+            out.append({"run": i, "error": (other or {}).get("error") or "no model"})
+            continue
+        out.append({"run": i, "fidelity": other.get("fidelity"),
+                    "predicted": _predicted_numbers(other)})
+    return out
+
+
+def _predicted_numbers(model: dict[str, Any]) -> dict[str, Any]:
+    """Per predicted device: backward share, mean seek and mean request of both policies."""
+    out: dict[str, Any] = {}
+    for side in ("predicted_old", "predicted_new"):
+        for dev, d in ((model.get(side) or {}).get("devices") or {}).items():
+            out.setdefault(dev, {})[side] = {
+                "backward_share": (d.get("ordering") or {}).get("backward_share"),
+                "mean_seek_bytes": (d.get("seek") or {}).get("mean_bytes"),
+                "mean_request_bytes": (d.get("sizes") or {}).get("mean_bytes")}
+    return out
+
+
 def _environment(rows: dict[str, list[Any]], policy: str) -> dict[str, Any] | None:
     """Fingerprint of each side's first run (manifest, the uploader's fields, the devices
     traced) and their consistency, given the policy under test and the fields the two
@@ -398,6 +436,9 @@ def _compare_step(result: Any, attempt: int) -> str:
                 table=tables["baseline"][0][0], observed=base.data,
                 patched_table=tables["patched"][0][0] if tables.get("patched") else None,
                 patched_observed=tables["patched"][0][1] if tables.get("patched") else None)
+            if model and model.get("state") == "ok" and len(tables["baseline"]) > 1:
+                model["runs"] = _replay_other_runs(model, comparison, kernels, table_rows,
+                                                   tables)
         del tables
         svc.result_progress(result_id=result_id, progress=70, message="comparing runs",
                             attempt=attempt)

@@ -188,3 +188,25 @@ def test_model_prediction_beside_the_observed_change(finished_comparison, client
         assert "<strong>mismatch</strong>" in html
     else:
         assert "as predicted" in html
+
+
+def test_model_panel_replays_every_baseline_run(user, make_upload):
+    """Two baseline runs (the 6.1 raid5 capture and the 6.1 vda capture): the model replays
+    both; the panel lists each run's prediction and fidelity."""
+    from reviewapp.models import Patch
+    from reviewapp.services.bundles import bundle_create
+    from reviewapp.services.comparisons import comparison_create
+    from tests.conftest import model_capture
+
+    runs = [bundle_create(files=model_capture(n), user=user)[0] for n in ("6.1_W1b", "6.1_W2a")]
+    patched = bundle_create(files=model_capture("7.2_W1b"), user=user)[0]
+    comparison = comparison_create(patch=Patch.objects.create(title="t"), baseline=runs,
+                                   patched=[patched], policy="split_remainder=head", user=user)
+    comparison = finish_comparison(comparison)
+    model = ComparisonResult.objects.get(comparison=comparison).model
+    assert model["state"] == "ok"
+    assert [r["run"] for r in model["runs"]] == [0, 1]
+    assert all("fidelity" in r and r["predicted"] for r in model["runs"]), model["runs"]
+    payload = _payload(comparison, "model", "254,0")
+    table = next(t for t in payload["tables"] if t["id"] == "model-runs")
+    assert [r[0] for r in table["rows"]] == ["baseline run 1", "baseline run 2"]
