@@ -4,8 +4,9 @@ The test starts its own PostgreSQL cluster (initdb into a temporary directory, a
 OS user when run as root) on a free port, so the shared cluster on 5432 is never touched, and a
 gunicorn process configured as in production (persistent connections, CONN_MAX_AGE 60, with
 CONN_HEALTH_CHECKS). Asserted: the first request after a restart succeeds; while the database
-is down every page and API endpoint answers 503 with a short body (JSON under /api/) and
-/healthz names the database, with no driver error or address in any answer.
+is down every page and API endpoint (all URL patterns but the admin's) answers 503 with a short
+body (JSON under /api/) unless it needs no database (then as before), never 500, and /healthz
+names the database, with no driver error or address in any answer.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,6 +91,15 @@ def get(url: str) -> tuple[int, str, dict[str, str]]:
         return e.code, e.read().decode(), dict(e.headers)
 
 
+def get_with_token(url: str, token: str) -> tuple[int, str, dict[str, str]]:
+    req = urllib.request.Request(url, headers={"Authorization": f"Token {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, r.read().decode(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), dict(e.headers)
+
+
 @contextlib.contextmanager
 def gunicorn(env: dict[str, str], port: int, log: Path) -> Iterator[str]:
     with open(log, "wb") as out:
@@ -110,6 +121,26 @@ def gunicorn(env: dict[str, str], port: int, log: Path) -> Iterator[str]:
         proc.wait(timeout=20)
 
 
+def all_get_urls() -> list[str]:
+    """Every URL pattern of the site (admin aside), ids 1 and slugs "x" filled in."""
+    import re
+
+    from django.urls import URLResolver, get_resolver
+
+    def walk(patterns: Any, prefix: str = "") -> Iterator[str]:
+        for p in patterns:
+            s = str(p.pattern).lstrip("^").rstrip("$").replace("\\.", ".").replace("\\Z", "")
+            s = re.sub(r"\(\?P<version>[^)]*\)", "v1", s)
+            s = re.sub(r"<int:[^>]+>", "1", s)
+            s = re.sub(r"<[^>]+>", "x", s)
+            if isinstance(p, URLResolver):
+                yield from walk(p.url_patterns, prefix + s)
+            else:
+                yield "/" + prefix + s
+
+    return [u for u in walk(get_resolver().url_patterns) if not u.startswith("/admin/")]
+
+
 PAGES = ["/", "/comparisons/1/", "/comparisons/1/progress.json", "/series/", "/series/1/"]
 API = ["/api/v1/comparisons/", "/api/v1/comparisons/1/", "/api/v1/comparisons/1/check/",
        "/api/v1/bundles/1/"]
@@ -129,7 +160,9 @@ def test_requests_across_a_postgresql_restart_and_outage(tmp_path: Path) -> None
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
                        cwd=ROOT, env=env, check=True)
         with gunicorn(env, _free_port(), tmp_path / "gunicorn.log") as base:
-            before = {p: get(base + p)[0] for p in PAGES + API}
+            urls = all_get_urls()
+            assert len(urls) > 40 and set(PAGES + API) <= set(urls)
+            before = {p: get(base + p)[0] for p in urls}
             assert before["/"] == 200 and before["/api/v1/comparisons/"] == 200, before
             assert get(base + "/healthz")[0] == 200
 
@@ -139,6 +172,14 @@ def test_requests_across_a_postgresql_restart_and_outage(tmp_path: Path) -> None
             assert get(base + "/api/v1/comparisons/")[0] == 200
 
             pg.pg_ctl("stop", "-m", "fast")
+            # every URL: either the same answer as before (it needs no database) or 503
+            down = {p: get(base + p) for p in urls}
+            for path, (status, body, _) in down.items():
+                assert status == before[path] or status == 503, (path, before[path], status,
+                                                                 body[:300])
+                if status == 503:
+                    assert len(body) < 400 and not any(leak in body for leak in LEAKS), path
+            assert sum(1 for v in down.values() if v[0] == 503) >= 30
             for path in PAGES + API:
                 status, body, headers = get(base + path)
                 assert status == 503, (path, status, body[:300])
@@ -153,8 +194,11 @@ def test_requests_across_a_postgresql_restart_and_outage(tmp_path: Path) -> None
                 "unavailable"
             assert not any(leak in body for leak in LEAKS)
 
+            status, body, _ = get_with_token(base + "/api/v1/comparisons/", "not-a-token")
+            assert status == 503 and json.loads(body)["code"] == "unavailable"
+
             pg.pg_ctl("start")
-            after = {p: get(base + p)[0] for p in PAGES + API}
+            after = {p: get(base + p)[0] for p in urls}
             assert after == before, (before, after)
             assert get(base + "/healthz")[0] == 200
         log = (tmp_path / "gunicorn.log").read_text()
