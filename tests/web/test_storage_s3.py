@@ -121,6 +121,23 @@ def test_storage_health_s3_ok_and_wrong_secret(s3_storage, seaweedfs):
     assert health == {"ok": False, "backend": "s3", "error": "storage unreachable"}
 
 
+@pytest.mark.django_db
+def test_healthz_reports_s3_storage(client, s3_storage, seaweedfs):
+    """/healthz: storage ok against SeaweedFS; with a wrong secret 503 and storage down,
+    without the endpoint or the key in the answer."""
+    from django.test.utils import override_settings
+
+    from tests.conftest import s3_storages
+
+    r = client.get("/healthz")
+    assert r.status_code == 200 and r.json()["storage"] == "ok"
+    bad = seaweedfs.storage_url.replace(seaweedfs.secret_key, "wrong-secret")
+    with override_settings(STORAGES=s3_storages(bad)):
+        r = client.get("/healthz")
+    assert r.status_code == 503 and r.json()["storage"] == "down"
+    assert str(seaweedfs.s3_port) not in r.content.decode() and "wrong" not in r.content.decode()
+
+
 def test_ensure_bucket_creates_a_missing_bucket(seaweedfs):
     """``manage.py init_storage`` creates the bucket of a fresh server."""
     from django.core.management import call_command
