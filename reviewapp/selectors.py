@@ -301,7 +301,8 @@ def series_comparisons(series_list: list[Series], user: Any) -> dict[int, list[C
 
 
 #: The metrics the series page follows across versions (labels of workers.compare.METRICS).
-KEY_LABELS = ("MB/s", "zero-seek share", "mean request", "r_await", "IOPS")
+KEY_LABELS = ("backward dispatches", "MB/s", "zero-seek share", "mean request", "r_await",
+              "IOPS")
 
 
 def _latest_compare(comparisons: list[Comparison]) -> tuple[Comparison | None, dict[str, Any]]:

@@ -20,7 +20,7 @@ def test_load_demo_creates_user_and_analyzed_comparisons():
     call_command("load_demo", stdout=out)
     text = out.getvalue()
     assert "Demo login: user 'demo', password 'demo-blkreview'" in text
-    seed, raid5 = Comparison.objects.order_by("pk")
+    seed, raid5 = Comparison.objects.filter(patch__series__isnull=True).order_by("pk")
     assert f"/comparisons/{seed.pk}/" in text and f"/comparisons/{raid5.pk}/" in text
     assert seed.status == "ready" and raid5.status == "ready"
     seek = seed.baseline_bundles.get().result.data["devices"]["8,0"]["seek"]
@@ -32,8 +32,26 @@ def test_load_demo_creates_user_and_analyzed_comparisons():
     assert raid5.patched_bundles.get().kernel.startswith("7.2")
     model = raid5.result.model or {}
     assert model and not model.get("error"), model.get("error")
+    # the three-version series: a comparison per version, v2 fixes the backward seeks
+    from reviewapp.models import Check, Series, Thread, Verdict
+
+    v3 = Series.objects.get(version=3)
+    assert f"/series/{v3.pk}/" in text
+    per_version = Comparison.objects.filter(patch__series__isnull=False)
+    assert per_version.count() == 3 and {x.status for x in per_version} == {"ready"}
+    assert Thread.objects.filter(anchor_kind="metric", resolved=True).count() == 1
+    assert Thread.objects.filter(anchor_kind="diff").count() == 1
+    assert Verdict.objects.count() == 2
+    assert sorted(Check.objects.values_list("state", flat=True)) == ["fail", "success",
+                                                                     "success"]
+    from django.test import Client
+
+    html = Client().get(f"/series/{v3.pk}/").content.decode()
+    row = html[html.index('data-metric="backward dispatches"'):]
+    row = row[:row.index("</tr>")]
+    assert '<span class="step better">Δ -100.0%</span>' in row  # v2 fixed it
     call_command("load_demo", stdout=io.StringIO())
-    assert Comparison.objects.count() == 2
+    assert Comparison.objects.count() == 5 and Series.objects.count() == 3
     from django.contrib.auth import authenticate
 
     assert authenticate(username="demo", password="demo-blkreview") is not None

@@ -10,6 +10,13 @@
    reviewapp/demo/k61_W1b and k72_W1b. D-stage seek histograms, the iostat-like table,
    ordering across members and the model panel (policy under test split_remainder=head).
 
+3. A three-version patch series (reviewapp/demo/series/, the same illustrative mails as
+   tests/data/mbox/series_split_head_v{1,2,3}.mbox) with a comparison per version on seed 000's
+   quoted lines: **illustration only** - v1's patched side is the unpatched trace (v1 did not
+   change the order), v2 and v3 use the patched lines, so the series page shows v2 fixing the
+   backward seeks. A second demo user ``reviewer`` adds threads (a metric row, a diff line),
+   a Tested-by and a Reviewed-by, and a CI check per version (context ``ci-md-raid5``).
+
 By default the analysis runs right here, in this process, through the same functions the
 Celery tasks call, so both pages are ready when the server starts; ``--queue`` leaves it to
 the worker instead. Idempotent: running it again reuses the user and the comparisons.
@@ -93,7 +100,10 @@ class Command(BaseCommand):
         if not opts["queue"]:
             for comparison in comparisons:
                 self._run_here(comparison)
+        series = self._series(user, run_here=not opts["queue"])
         lines = [f"Demo comparison: /comparisons/{c.pk}/  ({c.patch.title})" for c in comparisons]
+        if series is not None:
+            lines.append(f"Demo series (three versions): /series/{series.pk}/")
         self.stdout.write(self.style.SUCCESS(
             "\n".join(lines)
             + f"\nDemo login: user {opts['username']!r}, password {opts['password']!r}"))
@@ -120,3 +130,85 @@ class Command(BaseCommand):
         if result is not None and not result.is_final:
             state = run_compare(result.pk, task_id=result.celery_task_id)
             self.stdout.write(f"comparison {comparison.pk} step: {state}")
+
+    def _series(self, user: Any, *, run_here: bool) -> Any:
+        """The three-version series, its comparisons, threads, verdicts and checks (once)."""
+        from reviewapp.models import Series
+        from reviewapp.services.checks import check_create
+        from reviewapp.services.series import series_create_from_mail
+
+        existing = Series.objects.filter(submitted_by=user, version=3,
+                                         stem__startswith="block: submit split bio").first()
+        if existing is not None:
+            return existing
+        User = get_user_model()
+        reviewer, created = User.objects.get_or_create(
+            username="reviewer", defaults={"first_name": "Rita", "last_name": "Reviewer",
+                                           "email": "reviewer@example.org"})
+        if created:
+            reviewer.set_password("demo-blkreview")
+            reviewer.save()
+        versions = []
+        for v in (1, 2, 3):
+            data = (DEMO_DIR / "series" / f"series_split_head_v{v}.mbox").read_bytes()
+            with transaction.atomic():
+                versions.append(series_create_from_mail(data=data, user=user))
+        after = "seed000_after.blkparse.txt"
+        for v, s in zip((1, 2, 3), versions, strict=True):
+            patch = s.patches.get(position=2)
+            patched = "seed000_before.blkparse.txt" if v == 1 else after
+            with transaction.atomic():
+                cmp, _ = submission_create(
+                    patch=patch, baseline_files=[SimpleUploadedFile(
+                        "before.blkparse.txt", (DEMO_DIR / "seed000_before.blkparse.txt")
+                        .read_bytes(), "text/plain")],
+                    patched_files=[SimpleUploadedFile(
+                        f"v{v}.blkparse.txt", (DEMO_DIR / patched).read_bytes(), "text/plain")],
+                    baseline_kernel="6.17", patched_kernel=f"6.17 + {s.version_tag or 'v1'}",
+                    stack="md raid5 of 8 disks, 64k chunk (seed 000); trace of member 8,0",
+                    workload="dd if=/dev/md0 of=/dev/null bs=4480k iflag=direct", user=user)
+            if run_here:
+                self._run_here(cmp)
+            check_create(patch=patch, user=reviewer, context="ci-md-raid5",
+                         state="fail" if v == 1 else "success",
+                         description=("backward seeks unchanged" if v == 1 else
+                                      "no backward seeks on the members"),
+                         target_url="https://ci.example.org/blkreview-demo")
+            self._threads(cmp, patch, user, reviewer, v)
+        return versions[-1]
+
+    def _threads(self, cmp: Any, patch: Any, user: Any, reviewer: Any, v: int) -> None:
+        import json
+
+        from reviewapp.models import ComparisonChart
+        from reviewapp.services.threads import comment_create, thread_create, thread_set_resolved
+        from reviewapp.services.verdicts import verdict_set
+
+        chart = ComparisonChart.objects.filter(comparison=cmp, section="ordering").order_by(
+            "pk").first()
+        if v == 1:
+            thread_create(user=reviewer, comparison=cmp,
+                          body="v1 leaves the member disks' order as it was: the zero-seek "
+                               "share does not move. Is the remainder still queued at the tail?")
+            return
+        if chart is not None and v == 2:
+            rows = [r for t in json.loads(chart.payload).get("tables", [])
+                    for r in t.get("rows", []) if r]
+            row = next((r for r in rows if str(r[0]).startswith("Backward dispatches")),
+                       rows[0] if rows else None)
+            if row is not None:
+                t = thread_create(
+                    user=reviewer, comparison=cmp, anchor_kind=c.ANCHOR_METRIC,
+                    anchor={"section": "ordering", "dev": chart.dev, "stage": chart.stage,
+                            "metric": str(row[0])},
+                    body="This is the number that matters: the member sees its requests in "
+                         "order again.\n\n```\n  8,0  G  R 2048 + 8\n```")
+                comment_create(user=user, thread=t, body="Yes - v2 puts the remainder at the "
+                                                         "head. @reviewer thanks for testing.")
+                thread_set_resolved(thread=t, user=user, resolved=True)
+        if v == 3:
+            thread_create(user=reviewer, patch=patch, anchor_kind=c.ANCHOR_DIFF,
+                          anchor={"line": 12}, body="Nit: say *why* the remainder goes first.")
+            verdict_set(user=reviewer, patch=patch, kind=c.VERDICT_TESTED,
+                        message="md raid5, 8 disks, dd 4480k O_DIRECT")
+            verdict_set(user=reviewer, patch=patch, kind=c.VERDICT_REVIEWED)
