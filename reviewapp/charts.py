@@ -36,8 +36,9 @@ def sum_histograms(hists: Sequence[dict[str, Any]]) -> tuple[list[int], list[int
 
 
 def bucket_labels(edges_kb: Sequence[int]) -> list[str]:
-    """``[0, 1, 2, 4]`` -> ``["0..1", "1..2", "2..4"]`` (KB), the seed 000 row names."""
-    return [f"{edges_kb[i]}..{edges_kb[i + 1]}" for i in range(len(edges_kb) - 1)]
+    """``[0, 1, 2, 4]`` -> ``["[0, 1)", "[1, 2)", "[2, 4)"]`` (KB): half-open bins, the
+    seed 000 rows' ``>=(KB) .. <(KB)`` written as intervals."""
+    return [f"[{edges_kb[i]}, {edges_kb[i + 1]})" for i in range(len(edges_kb) - 1)]
 
 
 def devices_of(side_results: dict[str, list[dict[str, Any]]]) -> list[str]:

@@ -410,10 +410,15 @@ def throughput_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
     iostat_metrics: list[Metric] = [(f"throughput.iostat.{k}", k, units.get(k, ""), 1, 2)
                                     for k in cols]
     tables = [_rows_table("throughput", "Throughput",
-                          _metric_rows(THROUGHPUT_METRICS, per_side, verdicts)),
-              _rows_table("iostat", "iostat -x (from the trace)",
-                          _iostat_rows(iostat_metrics, per_side, verdicts))]
+                          _metric_rows(THROUGHPUT_METRICS, per_side, verdicts))]
+    # rows unknown on both sides add nothing (the note below says why they are unknown)
+    iostat_rows = [r for r in _iostat_rows(iostat_metrics, per_side, verdicts)
+                   if r[1] is not None or r[2] is not None]
+    if iostat_rows:
+        tables.append(_rows_table("iostat", "iostat -x (from the trace)", iostat_rows))
     notes = unavailable_notes(per_side, "throughput.iostat.note", "iostat -x")
+    if not iostat_rows:
+        notes = [n.replace("– in iostat -x, ", "No iostat -x table, ", 1) for n in notes]
     notes += _per_side_notes(
         {s: str(_get(per_side[s][0], "stage") or "stage") for s in SIDES
          if per_side.get(s) and _get(per_side[s][0], "throughput.source") == "stage"},
@@ -501,38 +506,86 @@ def latency_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
     return {"charts": charts, "tables": [_rows_table("latency", "Latency (btt-style)", rows)]}
 
 
-def ordering_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
-                     verdicts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    charts = []
-    scatter: dict[str, Mapping[str, Any]] = {}
-    for s in SIDES:
-        if per_side.get(s) and (_get(per_side[s][0], "lba.t_s") or []):
-            scatter[s] = per_side[s][0]["lba"]
-    if scatter:
-        t_max = max(max(v["t_s"]) for v in scatter.values()) or 1
-        lo = min(min(v["sector"]) for v in scatter.values())
-        hi = max(max(v["sector"]) for v in scatter.values())
-        pad = max(8, (hi - lo) * 0.08)
-        panels = []
-        for s, v in scatter.items():
-            w = v.get("write") or [0] * len(v["t_s"])
-            reads = [i for i, x in enumerate(w) if not x]
-            writes = [i for i, x in enumerate(w) if x]
-            data = []
-            for name, idx, sym in (("read", reads, "circle"), ("write", writes, "x")):
+#: LBA series drawn per side: the first run's, or each member's in the all-members view.
+LBA_SERIES = 16
+BACKWARD_COLOR = "#d62728"
+
+
+def backward_steps(sectors: Sequence[int]) -> list[int]:
+    """Indices of points whose sector is below the previous point's (a backward dispatch)."""
+    return [i for i in range(1, len(sectors)) if sectors[i] < sectors[i - 1]]
+
+
+def lba_chart(series: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any] | None:
+    """LBA over time per side, each side zoomed to its own sectors.
+
+    ``series[side]`` is a list of the analyzers' ``lba`` dicts (issue order; one per run, or one
+    per member disk in the all-members view). Each panel's y axis spans its own data (two sides
+    on different regions of the disk would otherwise be two flat lines); the chart's
+    ``shared_y`` is the range spanning both, which the page's "same LBA range on both sides"
+    toggle applies. Backward steps (a point below the previous one of its series) are drawn as
+    red triangles so seed 000's backward jumps are visible.
+    """
+    present = {s: v for s, v in series.items() if v}
+    if not present:
+        return None
+    t_max = max(max(x["t_s"]) for v in present.values() for x in v) or 1
+
+    def span(values: list[int]) -> list[float]:
+        lo, hi = min(values), max(values)
+        pad = max(8.0, (hi - lo) * 0.08)
+        return [lo - pad, hi + pad]
+
+    all_sectors = [sec for v in present.values() for x in v for sec in x["sector"]]
+    shared = span(all_sectors)
+    panels = []
+    for s, runs in present.items():
+        data: list[dict[str, Any]] = []
+        bt: list[float] = []
+        bs: list[int] = []
+        notes = []
+        for x in runs:
+            w = x.get("write") or [0] * len(x["t_s"])
+            for name, sym, keep in (("read", "circle", 0), ("write", "x", 1)):
+                idx = [i for i, v in enumerate(w) if bool(v) == bool(keep)]
                 if idx:
                     data.append({"type": "scattergl", "mode": "markers", "name": name,
-                                 "x": [v["t_s"][i] for i in idx],
-                                 "y": [v["sector"][i] for i in idx],
+                                 "x": [x["t_s"][i] for i in idx],
+                                 "y": [x["sector"][i] for i in idx], "showlegend": False,
                                  "marker": {"color": COLORS[s], "size": 4, "symbol": sym}})
-            note = (f" ({v.get('points')} of {v.get('total')} points)" if v.get("decimated")
-                    else "")
-            panels.append({"side": s, "label": LABELS[s], "figure": {
-                "data": data,
-                "layout": _layout(f"{LABELS[s]}: LBA over time{note}", "time (s)", "sector",
-                                  xaxis={"range": [0, t_max]},
-                                  yaxis={"range": [lo - pad, hi + pad]})}})
-        charts.append({"id": "lba", "title": "LBA over time", "panels": panels})
+            back = backward_steps(x["sector"])
+            bt += [x["t_s"][i] for i in back]
+            bs += [x["sector"][i] for i in back]
+            if x.get("decimated"):
+                notes.append(f"{x.get('points')} of {x.get('total')} points")
+        if bt:
+            data.append({"type": "scattergl", "mode": "markers", "name": "backward step",
+                         "x": bt, "y": bs, "marker": {"color": BACKWARD_COLOR, "size": 8,
+                                                      "symbol": "triangle-down"}})
+        title = f"{LABELS[s]}: LBA over time, {len(bt)} backward step{'s' * (len(bt) != 1)}"
+        if notes:
+            title += f" ({'; '.join(notes)})"
+        own = span([sec for x in runs for sec in x["sector"]])
+        panels.append({"side": s, "label": LABELS[s], "figure": {
+            "data": data,
+            "layout": _layout(title, "time (s)", "sector", xaxis={"range": [0, t_max * 1.03]},
+                              yaxis={"range": own}, showlegend=bool(bt),
+                              legend={"orientation": "h", "x": 1, "xanchor": "right",
+                                      "y": 1.0, "yanchor": "bottom"})}})
+    return {"id": "lba", "title": "LBA over time", "panels": panels, "shared_y": shared,
+            "toggle": "same LBA range on both sides"}
+
+
+def ordering_section(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+                     verdicts: Mapping[str, Mapping[str, Any]], *,
+                     lba_series: int = 1) -> dict[str, Any]:
+    """Ordering of one device: LBA over time (the first ``lba_series`` entries of each side:
+    the first run, or every member in the all-members view), backward distances, tables."""
+    charts = []
+    lba = lba_chart({s: [d["lba"] for d in per_side.get(s, [])[:lba_series]
+                         if _get(d, "lba.t_s")] for s in SIDES})
+    if lba:
+        charts.append(lba)
     hists = {s: _summed(per_side[s], "ordering.backward_distance") for s in SIDES
              if per_side.get(s)}
     c = histogram_chart("backward", "backward distance", "distance (KB)", hists,
@@ -602,7 +655,7 @@ def model_section(model: Mapping[str, Any] | None, dev: str,
     tables = [{"id": "model", "title": "Observed and predicted",
                "columns": ["", *(LABELS[s] for s in MODEL_SIDES)], "rows": rows}]
     tables += fidelity_tables(model, dev)
-    notes = model_notes(model)
+    notes = model_notes(model) + fidelity_warnings(model, dev)
     if pdev != dev:
         notes.append(f"predicted device {pdev} stands for observed {dev}")
     fid = model.get("fidelity") or {}
@@ -641,6 +694,29 @@ def fidelity_tables(model: Mapping[str, Any], dev: str) -> list[dict[str, Any]]:
         rows.append(row)
     return [{"id": "fidelity", "title": "Fidelity (does the model reproduce what was observed?)",
              "columns": cols, "rows": rows}]
+
+
+#: A histogram L1 above this says the prediction does not reproduce what was observed
+#: (the check's default ``fidelity_l1_warn``).
+FIDELITY_L1_WARN = 0.3
+
+
+def fidelity_warnings(model: Mapping[str, Any], dev: str) -> list[str]:
+    """Words for a fidelity that says the model misses: which prediction, which histogram."""
+    out = []
+    for key, what in (("fidelity", "The old policy does not reproduce the observed baseline"),
+                      ("fidelity_new", "The new policy does not reproduce the observed patched "
+                                       "side")):
+        f = (model.get(key) or {}).get(dev)
+        if not isinstance(f, Mapping):
+            continue
+        bad = [f"{k.split('_')[0]} histogram L1 {float(f[k]):.2f}" for k in ("size_l1", "seek_l1")
+               if f.get(k) is not None and float(f[k]) > FIDELITY_L1_WARN]
+        if bad:
+            extra = (": the patched kernel differs from the baseline in more than what the "
+                     "new policy changes" if key == "fidelity_new" else "")
+            out.append(f"{what} on this device ({', '.join(bad)}){extra}.")
+    return out
 
 
 def model_notes(model: Mapping[str, Any]) -> list[str]:
@@ -1008,59 +1084,139 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
                  for r in runs for k, v in (r.get("devices") or {}).items()}
     for dev in devices_of({s: [dict(r) for r in v] for s, v in side_results.items()}):
         per_side = {s: device_runs(side_results.get(s, []), dev) for s in SIDES}
-        verdicts = verdict_index(compare, dev)
         name = next((str(d.get("name")) for s in SIDES for d in per_side[s] if d.get("name")),
                     dev)
-        stage_note = {s: "; ".join(sorted({str(d.get("stage_note") or "") for d in per_side[s]}
-                                          - {""})) for s in SIDES}
-        base = {"dev": dev, "name": name, "stage_note": stage_note,
-                "runs": {s: len(per_side[s]) for s in SIDES}}
-        index.append({**base, "stage": {s: sorted({str(d.get("stage") or "")
-                                                     for d in per_side[s]} - {""})
-                                        for s in SIDES}})
-        out[("fragmentation", dev, "")] = {**base, "section": "fragmentation",
-                                           **fragmentation_section(per_side, verdicts)}
-        out[("throughput", dev, "")] = {**base, "section": "throughput",
-                                        **throughput_section(per_side, verdicts, bin_s)}
-        out[("latency", dev, "")] = {**base, "section": "latency",
-                                     **latency_section(per_side, verdicts)}
-        ordering = dict(ordering_section(per_side, verdicts))
-        add_run_charts(per_side, verdicts, bin_s, ordering, out[("throughput", dev, "")])
-        out[("ordering", dev, "")] = {**base, "section": "ordering", **ordering}
-        out[("verdicts", dev, "")] = {**base, "section": "verdicts",
-                                      **verdicts_section(compare, dev, all_names)}
-        out[("model", dev, "")] = {**base, "section": "model",
-                                   **model_section(model, dev, per_side)}
+        stage_seeks = {st: {s: list(v.get(s, [])) for s in SIDES}
+                       for st, v in ((seek_by_stage or {}).get(dev) or {}).items()}
+        index.append(_device_payloads(out, dev, name, per_side, verdict_index(compare, dev),
+                                      stage_seeks, bin_s, seek_text=seek_text,
+                                      model=model_section(model, dev, per_side),
+                                      verdicts=verdicts_section(compare, dev, all_names)))
         add_occupancy(per_side, out[("throughput", dev, "")], out[("model", dev, "")], model,
                       dev)
         add_lineage(side_results, dev, out[("ordering", dev, "")])
-        # seek: the default stage (what the results used) plus every stage of the selector
-        default_stage = next((str(d.get("stage")) for s in SIDES for d in per_side[s]
-                              if d.get("stage")), "D")
-        stages: dict[str, dict[str, list[Mapping[str, Any]]]] = {
-            default_stage: {s: [{"seek": d["seek"]} for d in per_side[s] if d.get("seek")]
-                            for s in SIDES}}
-        for st, sides in ((seek_by_stage or {}).get(dev) or {}).items():
-            if st != default_stage:
-                stages[st] = {s: [{"seek": j} for j in sides.get(s, [])] for s in SIDES}
-        stage_list = [st for st in STAGES if st in stages and
-                      any(_get(r, "seek.cnt") for side in stages[st].values() for r in side)]
-        if default_stage not in stage_list:
-            stage_list.insert(0, default_stage)
-        for st in stages:
-            texts = {}
-            if seek_text is not None:
+    for top, members in member_groups(side_results).items():
+        dev = f"{MEMBERS_PREFIX}{top}"
+        per_side = {s: [d for m in members for d in device_runs(side_results.get(s, []), m)]
+                    for s in SIDES}
+        top_name = next((str(_get(r, f"devices.{top}.name")) for s in SIDES
+                         for r in side_results.get(s, []) if _get(r, f"devices.{top}.name")), top)
+        stage_seeks = {}
+        for m in members:
+            for st, v in ((seek_by_stage or {}).get(m) or {}).items():
                 for s in SIDES:
-                    if stages[st].get(s):
-                        texts[s] = seek_text(dict(stages[st][s][0]["seek"]))
-            payload = {**base, "section": "seek", "stage": st, "stages": stage_list,
-                       "default_stage": default_stage,
-                       **seek_section(stages[st], verdicts if st == default_stage else {}, st,
-                                      texts)}
-            out[("seek", dev, st)] = payload
-            if st == default_stage:
-                out[("seek", dev, "")] = payload
+                    stage_seeks.setdefault(st, {x: [] for x in SIDES})[s] += list(v.get(s, []))
+        note = (f"All {len(members)} members of {top_name} together: histograms summed over the "
+                f"members, numbers are the mean per member, LBA over time shows every member "
+                f"(sectors are each member's own).")
+        model_note = {"charts": [], "tables": [], "notes": [
+            "The model panel is drawn per device: pick the array or one member."]}
+        verdicts_note = {"charts": [], "tables": [], "notes": [
+            f"The verdicts of the members are on {top_name}'s and each member's view "
+            "(the roll-up of the members is there)."]}
+        entry = _device_payloads(out, dev, f"all members of {top_name}", per_side, {},
+                                 stage_seeks, bin_s, seek_text=None, model=model_note,
+                                 verdicts=verdicts_note, note=note, lba_series=LBA_SERIES)
+        entry = {**entry, "members": members}
+        # listed right after the array itself
+        at = next((i + 1 for i, e in enumerate(index) if e.get("dev") == top), len(index))
+        index.insert(at, entry)
     return out
+
+
+#: Device key of the all-members view of a stacked device: ``members:9,0``.
+MEMBERS_PREFIX = "members:"
+
+
+def member_groups(side_results: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[str]]:
+    """``{top: [member, ...]}`` of every stacked device whose pieces the analyzers followed
+    (``results["remaps"][top]["members"]``), members in major,minor order."""
+    out: dict[str, list[str]] = {}
+    for s in SIDES:
+        for r in side_results.get(s, []):
+            for top, rm in (r.get("remaps") or {}).items():
+                members = rm.get("members") if isinstance(rm, Mapping) else None
+                if isinstance(members, Mapping) and len(members) > 1:
+                    out.setdefault(str(top), [])
+                    out[str(top)] += [m for m in members if m not in out[str(top)]]
+    return {t: sorted(ms, key=lambda d: tuple(int(x) for x in d.split(",")))
+            for t, ms in out.items()}
+
+
+def _with_zero_share(seek: Mapping[str, Any]) -> dict[str, Any]:
+    """A seek histogram with its zero-seek share (%), as :func:`device_runs` adds it."""
+    out = dict(seek)
+    if seek.get("cnt"):
+        out["zero_share"] = 100.0 * seek.get("zero_cnt", 0) / seek["cnt"]
+    return out
+
+
+def _device_payloads(out: dict[tuple[str, str, str], dict[str, Any]], dev: str, name: str,
+                     per_side: Mapping[str, Sequence[Mapping[str, Any]]],
+                     metric_verdicts: Mapping[str, Mapping[str, Any]],
+                     stage_seeks: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]],
+                     bin_s: Mapping[str, float], *, model: Mapping[str, Any],
+                     verdicts: Mapping[str, Any] | None = None,
+                     seek_text: Callable[[dict[str, Any]], str] | None = None,
+                     note: str = "", lba_series: int = 1) -> dict[str, Any]:
+    """Every section of one device (or of the all-members view) into ``out``; returns the
+    device's index entry."""
+    stage_note = {s: "; ".join(sorted({str(d.get("stage_note") or "") for d in per_side[s]}
+                                      - {""})) for s in SIDES}
+    base: dict[str, Any] = {"dev": dev, "name": name, "stage_note": stage_note,
+                            "runs": {s: len(per_side[s]) for s in SIDES}}
+
+    def put(section: str, body: Mapping[str, Any], stage: str = "") -> dict[str, Any]:
+        payload = {**base, "section": section, **body}
+        if note:
+            payload["notes"] = [note, *payload.get("notes", [])]
+        out[(section, dev, stage)] = payload
+        return payload
+
+    rows = metric_verdicts
+    put("fragmentation", fragmentation_section(per_side, rows))
+    throughput = put("throughput", throughput_section(per_side, rows, bin_s))
+    put("latency", latency_section(per_side, rows))
+    ordering = dict(ordering_section(per_side, rows, lba_series=lba_series))
+    if lba_series == 1:  # several entries per side are runs (not the members of a view)
+        add_run_charts(per_side, rows, bin_s, ordering, throughput)
+    put("ordering", ordering)
+    if verdicts is not None:
+        put("verdicts", verdicts)
+    put("model", model)
+    # seek: the default stage (what the results used) plus every stage of the selector
+    default_stage = next((str(d.get("stage")) for s in SIDES for d in per_side[s]
+                          if d.get("stage")), "D")
+    stages: dict[str, dict[str, list[Mapping[str, Any]]]] = {
+        default_stage: {s: [{"seek": d["seek"]} for d in per_side[s] if d.get("seek")]
+                        for s in SIDES}}
+    for st, sides in stage_seeks.items():
+        if st != default_stage:
+            stages[st] = {s: [{"seek": _with_zero_share(j)} for j in sides.get(s, [])]
+                          for s in SIDES}
+    stage_list = [st for st in STAGES if st in stages and
+                  any(_get(r, "seek.cnt") for side in stages[st].values() for r in side)]
+    if default_stage not in stage_list:
+        stage_list.insert(0, default_stage)
+    for st in stages:
+        texts = {}
+        if seek_text is not None:
+            for s in SIDES:
+                if stages[st].get(s):
+                    texts[s] = seek_text(dict(stages[st][s][0]["seek"]))
+        body: dict[str, Any] = {
+            "stage": st, "stages": stage_list, "default_stage": default_stage,
+            **seek_section(stages[st], rows if st == default_stage else {}, st, texts)}
+        if st != default_stage:
+            # the note says what is drawn: the selected stage, not the device's default one
+            body["stage_note"] = {s: (f"stage {st} (selected; the device's default is "
+                                      f"{default_stage})" if stages[st].get(s) else "")
+                                  for s in SIDES}
+        payload = put("seek", body, st)
+        if st == default_stage:
+            out[("seek", dev, "")] = payload
+    return {**base, "stage": {s: sorted({str(d.get("stage") or "") for d in per_side[s]} - {""})
+                              for s in SIDES}}
 
 
 def encode(payload: Mapping[str, Any]) -> str:

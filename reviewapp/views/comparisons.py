@@ -131,6 +131,8 @@ def default_device(devices: list[dict[str, Any]]) -> str:
     whose dispatch order the patch is about), else the first one."""
     for d in devices:
         stages = d.get("stage") or {}
+        if d.get("members"):
+            continue  # the all-members view is one choice away, not the default
         if isinstance(stages, dict) and all(stages.get(s) == ["D"]
                                             for s in ("baseline", "patched")):
             return str(d["dev"])

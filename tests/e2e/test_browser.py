@@ -76,7 +76,7 @@ def test_login_upload_wait_and_see_both_histograms(celery_worker, live_server, u
     }""")
     base = dict(zip(seek["baseline"]["x"], seek["baseline"]["y"]))
     patched = dict(zip(seek["patched"]["x"], seek["patched"]["y"]))
-    assert sum(base.values()) == 6 and base["256..512"] == 2
-    assert sum(patched.values()) == 7 and patched["64..128"] == 7
+    assert sum(base.values()) == 6 and base["[256, 512)"] == 2
+    assert sum(patched.values()) == 7 and patched["[64, 128)"] == 7
     assert seek["baseline"]["bars"] > 0 and seek["patched"]["bars"] > 0
     assert page.locator("table.numbers").first.is_visible()

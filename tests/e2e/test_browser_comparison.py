@@ -100,3 +100,89 @@ def test_finished_comparison_renders_every_section(finished_comparison_committed
     else:
         copied = page.locator("#report-text").text_content()
     assert copied == text
+
+
+def _state(page) -> dict:
+    return page.evaluate("""() => ({
+        hash: window.location.hash,
+        dev: document.getElementById('device-select').value,
+        stage: document.getElementById('stage-select').value,
+        seekDev: document.getElementById('section-seek').dataset.dev,
+        seekStage: document.getElementById('section-seek').dataset.stage,
+        note: (document.querySelector('#section-seek .stage-note') || {}).textContent || '',
+    })""")
+
+
+def _seek_row(page, label: str) -> list[str]:
+    return page.evaluate("""(label) => {
+        const row = [...document.querySelectorAll('#section-seek table.section-table tbody tr')]
+            .find(tr => tr.firstChild.textContent.startsWith(label));
+        return row ? [...row.children].map(td => td.textContent) : [];
+    }""", label)
+
+
+def test_device_stage_and_section_live_in_the_address(finished_comparison_committed,
+                                                     live_server, browser_context):
+    """'vdc at Q, seek' is a link: the address selects the device, the stage and the
+    section; switching device or stage rewrites the address, and a reload restores it. The stage
+    note names the selected stage and the zero-seek share is filled at a non-default stage."""
+    url = f"{live_server.url}{finished_comparison_committed.get_absolute_url()}"
+    page = browser_context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(f"{url}#dev=254,32&stage=Q&section=seek")
+    page.wait_for_selector("#section-seek[data-dev='254,32'][data-stage='Q'][data-state='loaded']")
+    st = _state(page)
+    assert st["dev"] == "254,32" and st["stage"] == "Q", st
+    assert "stage Q" in st["note"] and "stage D" not in st["note"].split("default")[0], st
+    zero = _seek_row(page, "Zero-seek share")
+    assert zero and zero[1] != "–" and zero[2] != "–", zero
+
+    # switching the device rewrites the address (the stage goes back to the device's default)
+    page.select_option("#device-select", "9,0")
+    page.wait_for_selector("#section-seek[data-dev='9,0'][data-state='loaded']")
+    st = _state(page)
+    assert "dev=9,0" in st["hash"] and "stage=" not in st["hash"], st
+    assert "stage Q" in st["note"], st  # md0's default stage (no D events)
+    page.select_option("#stage-select", "C")
+    page.wait_for_selector("#section-seek[data-dev='9,0'][data-stage='C'][data-state='loaded']")
+    st = _state(page)
+    assert "dev=9,0" in st["hash"] and "stage=C" in st["hash"] and "section=seek" in st["hash"]
+    assert "stage C" in st["note"] and "stage Q (" not in st["note"], st
+    link = page.get_attribute("#section-seek .section-link", "href")
+    assert link == st["hash"]
+
+    # the address alone restores the view in a fresh page
+    fresh = browser_context.new_page()
+    fresh.set_default_timeout(30_000)
+    fresh.goto(f"{url}{st['hash']}")
+    fresh.wait_for_selector("#section-seek[data-dev='9,0'][data-stage='C'][data-state='loaded']")
+    assert _state(fresh)["stage"] == "C"
+
+
+def test_all_members_view_lba_zoom_and_chart_anchor(finished_comparison_committed, live_server,
+                                                    browser_context):
+    """The all-members view of md0 draws every member; the LBA plots are zoomed per side with
+    a toggle to one shared range; an address with chart and side outlines that panel."""
+    url = f"{live_server.url}{finished_comparison_committed.get_absolute_url()}"
+    page = browser_context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(f"{url}#dev=members:9,0&section=ordering&chart=lba&side=patched")
+    page.wait_for_selector("#section-ordering[data-dev='members:9,0'][data-state='loaded']")
+    assert page.input_value("#device-select") == "members:9,0"
+    assert "all members of" in page.locator("#device-select option:checked").text_content()
+    lba = "#section-ordering .plot[data-chart='lba']"
+    page.wait_for_selector(f"{lba}[data-side='patched'].anchored")
+    ranges = page.evaluate("""(sel) => [...document.querySelectorAll(sel)].map(
+        p => p.layout.yaxis.range.map(Math.round))""", lba)
+    assert len(ranges) == 2
+    page.check("#section-ordering input.shared-range")
+    page.wait_for_function("""(sel) => { const r = [...document.querySelectorAll(sel)]
+        .map(p => JSON.stringify(p.layout.yaxis.range)); return r[0] === r[1]; }""", arg=lba)
+    shared = page.evaluate("""(sel) => [...document.querySelectorAll(sel)].map(
+        p => p.layout.yaxis.range.map(Math.round))""", lba)
+    assert shared[0] == shared[1]
+    assert shared[0][0] <= min(r[0] for r in ranges) and shared[0][1] >= max(r[1] for r in ranges)
+    # eight members' requests on each side (50 per member)
+    n = page.evaluate("""(sel) => [...document.querySelectorAll(sel)].map(p => p.data
+        .filter(t => t.name !== 'backward step').reduce((a, t) => a + t.y.length, 0))""", lba)
+    assert n == [400, 400]

@@ -137,8 +137,9 @@ def test_seed000_upload_worker_results_and_page(celery_worker, live_server, toke
     seek = requests.get(f"{body['url']}sections/seek.json?dev=8,0", timeout=10).json()
     panels = {p["side"]: p["figure"]["data"][0] for p in seek["charts"][0]["panels"]}
     base = dict(zip(panels["baseline"]["x"], panels["baseline"]["y"]))
-    assert base == {"0..1": 1, "1..2": 0, "2..4": 0, "4..8": 0, "8..16": 0, "16..32": 0,
-                    "32..64": 0, "64..128": 1, "128..256": 2, "256..512": 2}
+    assert base == {"[0, 1)": 1, "[1, 2)": 0, "[2, 4)": 0, "[4, 8)": 0, "[8, 16)": 0,
+                    "[16, 32)": 0, "[32, 64)": 0, "[64, 128)": 1, "[128, 256)": 2,
+                    "[256, 512)": 2}
     assert seek["stages"] == ["G"]
     report = requests.get(body["report_url"], timeout=10)
     assert report.headers["Content-Type"].startswith("text/plain")

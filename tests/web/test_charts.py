@@ -27,7 +27,7 @@ def test_sum_histograms_pads_shorter_runs():
 
 def test_bucket_labels_follow_seed000_rows():
     """Labels read like the seed 000 rows, '0..1', '1..2', '2..4'."""
-    assert bucket_labels([0, 1, 2, 4]) == ["0..1", "1..2", "2..4"]
+    assert bucket_labels([0, 1, 2, 4]) == ["[0, 1)", "[1, 2)", "[2, 4)"]
 
 
 def test_view_model_shared_categories_and_range():

@@ -77,6 +77,72 @@
     return e;
   }
 
+  /* --- the page's address: #dev=254,32&stage=Q&section=seek (docs/urls.md) -------------
+     dev (major,minor, a device name such as vdc, or members:9,0), stage (seek section), section,
+     and for anchors on a chart: chart (its id), side, x=lo,hi and y=lo,hi (axis units). */
+  var ADDRESS_KEYS = ["dev", "stage", "section", "chart", "side", "x", "y"];
+
+  function readAddress() {
+    /* the same keys in the query (?dev=...&section=..., the thread links' form) count too;
+       the fragment wins */
+    var query = new URLSearchParams(window.location.search);
+    var params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
+    var out = {};
+    ADDRESS_KEYS.forEach(function (k) {
+      var v = params.get(k) || query.get(k);
+      if (v) { out[k] = v; }
+    });
+    return out;
+  }
+
+  function addressHash(state) {
+    var parts = [];
+    ADDRESS_KEYS.forEach(function (k) {
+      if (state[k]) { parts.push(k + "=" + encodeURIComponent(state[k]).replace(/%2C/g, ",").replace(/%3A/g, ":")); }
+    });
+    return parts.length ? "#" + parts.join("&") : "";
+  }
+
+  /* the current selection as an address; `section` given: a link to that section */
+  function currentAddress(section) {
+    var state = {dev: currentDevice()};
+    var st = document.getElementById("stage-select");
+    if (section) { state.section = section; }
+    if ((!section || section === "seek") && st && st.value && st.value !== st.dataset.defaultStage) {
+      state.stage = st.value;
+    }
+    return state;
+  }
+
+  function writeAddress(state) {
+    var hash = addressHash(state);
+    if (hash !== window.location.hash) {
+      window.history.replaceState(null, "", window.location.pathname + window.location.search + hash);
+    }
+    updateSectionLinks();
+  }
+
+  function updateSectionLinks() {
+    document.querySelectorAll(".section-link").forEach(function (a) {
+      a.href = addressHash(currentAddress(a.dataset.section));
+    });
+  }
+
+  /* the option of #device-select an address names: its value, or a device name */
+  function deviceOption(name) {
+    var sel = document.getElementById("device-select");
+    if (!sel || !name) { return null; }
+    var found = null;
+    Array.prototype.forEach.call(sel.options, function (o) {
+      if (!found && (o.value === name || o.value === name.replace(":", ",") && name.indexOf("members") < 0 ||
+                     o.dataset.name === name)) { found = o; }
+    });
+    return found;
+  }
+
+  var wantedStage = "";
+  var wantedAnchor = null;
+
   function currentDevice() {
     var sel = document.getElementById("device-select");
     return sel ? sel.value : "";
@@ -106,7 +172,7 @@
     if (dev) { params.set("dev", dev); }
     if (section.dataset.section === "seek") {
       var st = document.getElementById("stage-select");
-      if (st && st.value) { params.set("stage", st.value); }
+      if (st && st.value) { params.set("stage", st.value); } else if (wantedStage) { params.set("stage", wantedStage); }
     }
     return section.dataset.url + "?" + params.toString();
   }
@@ -158,6 +224,24 @@
         row.dataset.run = String(chart.run);
         row.hidden = String(chart.run) !== currentRun();
       }
+      if (chart.shared_y && !chart.run) {
+        /* each side is zoomed to its own data; the toggle puts both on the range of both */
+        var lab = el("label", "small range-toggle");
+        var box = el("input");
+        box.type = "checkbox";
+        box.className = "shared-range";
+        box.dataset.chart = chart.id;
+        lab.appendChild(box);
+        lab.appendChild(document.createTextNode(" " + (chart.toggle || "same range on both sides")));
+        box.addEventListener("change", function () {
+          /* every run's chart of this id (the run selector shows one at a time) */
+          body.querySelectorAll(".charts[data-chart='" + chart.id + "'] .plot[data-rendered='1']").forEach(function (plot) {
+            var range = box.checked ? JSON.parse(plot.dataset.sharedY || "null") : JSON.parse(plot.dataset.ownY || "null");
+            if (range) { Plotly.relayout(plot, {"yaxis.range": range}); }
+          });
+        });
+        body.appendChild(lab);
+      }
       chart.panels.forEach(function (panel) {
         var side = el("div", "side " + panel.side);
         var plot = el("div", "plot");
@@ -173,6 +257,9 @@
           plot.appendChild(el("div", "empty-note", panel.empty || "no data"));
           return;
         }
+        var yr = ((panel.figure.layout || {}).yaxis || {}).range;
+        if (yr) { plot.dataset.ownY = JSON.stringify(yr); }
+        if (chart.shared_y) { plot.dataset.sharedY = JSON.stringify(chart.shared_y); }
         pending.push([plot, panel.figure]);
       });
       body.appendChild(row);
@@ -210,6 +297,7 @@
     return Promise.all(draws).then(function () {
       section.dataset.loaded = currentDevice() + "|" + (data.stage || "");
       section.dataset.state = "loaded";
+      applyAnchor(section);
     });
   }
 
@@ -217,6 +305,8 @@
     var sel = document.getElementById("stage-select");
     if (!sel) { return; }
     var wanted = data.stage || data.default_stage;
+    sel.dataset.defaultStage = data.default_stage || "";
+    wantedStage = "";
     var have = Array.prototype.map.call(sel.options, function (o) { return o.value; }).join(",");
     if (have !== (data.stages || []).join(",")) {
       sel.innerHTML = "";
@@ -270,14 +360,20 @@
       sections.forEach(loadSection);
     }
     var dev = document.getElementById("device-select");
+    var reloadAll = function () {
+      var stage = document.getElementById("stage-select");
+      if (stage) { stage.value = ""; stage.innerHTML = ""; }
+      sections.forEach(function (s) {
+        s.dataset.state = "stale";
+        if (visible(s)) { loadSection(s); }
+      });
+    };
     if (dev) {
       dev.addEventListener("change", function () {
-        var stage = document.getElementById("stage-select");
-        if (stage) { stage.value = ""; stage.innerHTML = ""; }
-        sections.forEach(function (s) {
-          s.dataset.state = "stale";
-          if (visible(s)) { loadSection(s); }
-        });
+        wantedStage = "";
+        reloadAll();
+        var a = readAddress();
+        writeAddress({dev: dev.value, section: a.section});
       });
     }
     var runSel = document.getElementById("run-select");
@@ -286,12 +382,60 @@
     if (stage) {
       stage.addEventListener("change", function () {
         loadSection(document.getElementById("section-seek"));
+        writeAddress(currentAddress("seek"));
       });
     }
+    window.addEventListener("hashchange", function () {
+      if (applyAddress()) { reloadAll(); }
+    });
     // open a section from the address bar (#section-latency) or by clicking its heading
     sections.forEach(function (s) {
       s.querySelector("h2").addEventListener("click", function () { loadSection(s); });
     });
+  }
+
+  /* select what the address names; true when the device changed */
+  function applyAddress() {
+    var a = readAddress();
+    var changed = false;
+    var dev = document.getElementById("device-select");
+    var opt = deviceOption(a.dev);
+    if (dev && opt && dev.value !== opt.value) { dev.value = opt.value; changed = true; }
+    wantedStage = a.stage ? a.stage.toUpperCase() : "";
+    var st = document.getElementById("stage-select");
+    if (st && wantedStage && st.value !== wantedStage) {
+      st.value = ""; st.innerHTML = "";
+      var seek = document.getElementById("section-seek");
+      if (seek && !changed) { seek.dataset.state = "stale"; loadSection(seek); }
+    }
+    wantedAnchor = a.chart ? a : null;
+    var target = a.section && document.getElementById("section-" + a.section);
+    if (target) {
+      target.scrollIntoView();
+      if (target.dataset.state !== "loaded" && !changed) { loadSection(target); }
+      else if (target.dataset.state === "loaded") { applyAnchor(target); }
+    }
+    updateSectionLinks();
+    return changed;
+  }
+
+  /* an address with chart (and side, x, y): outline that panel and zoom it to the region */
+  function applyAnchor(section) {
+    var a = wantedAnchor;
+    if (!a || (a.section && section.dataset.section !== a.section)) { return; }
+    var sel = ".plot[data-chart='" + a.chart + "']" + (a.side ? "[data-side='" + a.side + "']" : "");
+    var plot = section.querySelector(sel);
+    if (!plot) { return; }
+    document.querySelectorAll(".plot.anchored").forEach(function (p) { p.classList.remove("anchored"); });
+    plot.classList.add("anchored");
+    var upd = {};
+    ["x", "y"].forEach(function (axis) {
+      var r = (a[axis] || "").split(",").map(Number);
+      if (r.length === 2 && !isNaN(r[0]) && !isNaN(r[1])) { upd[axis + "axis.range"] = r; }
+    });
+    if (Object.keys(upd).length && plot.dataset.rendered === "1") { Plotly.relayout(plot, upd); }
+    plot.scrollIntoView({block: "center"});
+    wantedAnchor = null;
   }
 
   function setupReport() {
@@ -321,6 +465,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     drawFigures();
+    applyAddress();
     setupLazy();
     setupReport();
     poll();

@@ -115,7 +115,7 @@ def test_seed000_g_lines_without_policy_or_kernel_have_no_model_run(db, user, ma
                                                   dev="8,0", stage="").payload)
     base = dict(zip(seek["charts"][0]["panels"][0]["figure"]["data"][0]["x"],
                     seek["charts"][0]["panels"][0]["figure"]["data"][0]["y"]))
-    assert base["256..512"] == 2 and sum(base.values()) == 6  # the hand-computed seed 000 lines
+    assert base["[256, 512)"] == 2 and sum(base.values()) == 6  # the hand-computed seed 000 lines
     latency = json.loads(ComparisonChart.objects.get(comparison=comparison, section="latency",
                                                      dev="8,0").payload)
     assert latency["tables"] == [] and "No latency pairs" in latency["notes"][0]

@@ -19,7 +19,7 @@ def test_page_is_a_frame_of_lazy_sections(client, finished_comparison):
     html = client.get(finished_comparison.get_absolute_url()).content.decode()
     for name in SECTIONS:
         assert f'data-section="{name}"' in html
-    assert 'id="device-select"' in html and '<option value="9,0">' in html
+    assert 'id="device-select"' in html and '<option value="9,0" data-name=' in html
     assert 'id="report-download"' in html and 'id="report-copy"' in html
     assert 'id="check-state"' in html
     assert "Runs: single run" in html
@@ -132,9 +132,9 @@ def test_seed000_g_lines_show_dash_and_reason_not_zero(client, demo_comparisons)
     """Seed 000 (G events only): iostat -x cells are – with "no D/C events: stage G", not 0.00."""
     seed = demo_comparisons[0]
     data = _section(client, seed, "throughput", dev="8,0").json()
-    iostat = next(t for t in data["tables"] if t["id"] == "iostat")
-    assert iostat["rows"] and all(r[1] is None and r[2] is None for r in iostat["rows"])
-    assert "– in iostat -x, baseline and patched: no D/C events: stage G." in data["notes"]
+    # a table of dashes adds nothing: no table, and the note says why
+    assert not [t for t in data["tables"] if t["id"] == "iostat"]
+    assert "No iostat -x table, baseline and patched: no D/C events: stage G." in data["notes"]
     frag = _section(client, seed, "fragmentation", dev="8,0").json()
     pieces = next(r for r in frag["tables"][0]["rows"] if r[0] == "Pieces per bio")
     assert pieces[1] is None and any("no Q events" in n for n in frag["notes"])
@@ -163,8 +163,11 @@ def test_model_without_q_events_is_a_note_not_a_failure(client, demo_comparisons
 def test_raid5_demo_opens_on_a_d_stage_member_with_folded_file_list(client, demo_comparisons):
     """Comparison 2 opens on vda (stage D), names each device's stage, folds per-CPU files."""
     html = client.get(demo_comparisons[1].get_absolute_url()).content.decode()
-    assert '<option value="254,0" selected>vda (254,0) · stage D</option>' in html
-    assert '<option value="9,0">md0 (9,0) · stage Q</option>' in html
+    assert '<option value="254,0" data-name="vda" selected>vda (254,0) · stage D</option>' in html
+    assert '<option value="9,0" data-name="md0">md0 (9,0) · stage Q</option>' in html
+    # the all-members view of md0, right after md0
+    assert html.index('value="members:9,0"') < html.index('value="254,0"')
+    assert "all members of md0 (8 devices) · stage D</option>" in html
     assert ("19 files: blkreview.toml (manifest); blktrace per CPU 0,1: md0, vda, vdb, vdc, "
             "vdd, vde, vdf, vdg, vdh") in html
     reasons = demo_comparisons[1].result.verdict["reasons"]
@@ -174,3 +177,43 @@ def test_raid5_demo_opens_on_a_d_stage_member_with_folded_file_list(client, demo
         assert f"{len(reasons) - 8} more reasons" in html
     seek = _section(client, demo_comparisons[1], "seek", dev="254,0").json()
     assert seek["stage"] == "D" and seek["charts"][0]["panels"][0]["figure"]["data"][0]["y"]
+
+
+def test_lba_is_zoomed_per_side_and_marks_seed000_backward_steps(client, demo_comparisons):
+    """Seed 000's two sides sit 7M sectors apart: each LBA panel spans its own sectors, the
+    chart carries the range of both for the toggle, and the 3 backward steps before the patch
+    are drawn (none after)."""
+    data = _section(client, demo_comparisons[0], "ordering", dev="8,0").json()
+    lba = next(c for c in data["charts"] if c["id"] == "lba")
+    base, patched = lba["panels"]
+    yb = base["figure"]["layout"]["yaxis"]["range"]
+    yp = patched["figure"]["layout"]["yaxis"]["range"]
+    assert yb[0] > yp[1]  # disjoint: one shared range would flatten both
+    assert lba["shared_y"][0] <= yp[0] and lba["shared_y"][1] >= yb[1]
+    back = [t for t in base["figure"]["data"] if t["name"] == "backward step"]
+    assert len(back) == 1 and len(back[0]["y"]) == 3
+    assert "3 backward steps" in base["figure"]["layout"]["title"]["text"]
+    assert not [t for t in patched["figure"]["data"] if t["name"] == "backward step"]
+    x_labels = base["figure"]["data"][0]["x"]
+    assert x_labels  # times
+    hist = next(c for c in data["charts"] if c["id"] == "backward")
+    assert hist["panels"][0]["figure"]["data"][0]["x"][-1] == "[256, 512)"
+
+
+def test_selected_stage_has_its_note_and_zero_seek_share(client, demo_comparisons):
+    """md0 at stage C: the note names stage C (not md0's default Q) and the zero-seek share
+    is computed, not '–'."""
+    data = _section(client, demo_comparisons[1], "seek", dev="9,0", stage="C").json()
+    assert data["stage"] == "C" and data["default_stage"] == "Q"
+    assert data["stage_note"]["baseline"].startswith("stage C")
+    row = next(r for r in data["tables"][0]["rows"] if r[0].startswith("Zero-seek share"))
+    assert row[1] is not None and row[2] is not None
+
+
+def test_all_members_view_sums_the_members(client, demo_comparisons):
+    """members:9,0 is every member of md0 together: 8 x 50 requests per side."""
+    data = _section(client, demo_comparisons[1], "fragmentation", dev="members:9,0").json()
+    assert data["name"] == "all members of md0"
+    sizes = next(c for c in data["charts"] if c["id"] == "sizes")
+    assert sum(sizes["panels"][0]["figure"]["data"][0]["y"]) == 400
+    assert any("All 8 members of md0" in n for n in data["notes"])

@@ -55,8 +55,8 @@ def test_page_with_results_side_by_side(client, comparison):
     base = figs["8,0|seek-baseline"]["data"][0]
     patched = figs["8,0|seek-patched"]["data"][0]
     assert base["x"] == patched["x"]  # shared categories
-    assert dict(zip(base["x"], base["y"]))["256..512"] == 2
-    assert dict(zip(patched["x"], patched["y"]))["64..128"] == 7
+    assert dict(zip(base["x"], base["y"]))["[256, 512)"] == 2
+    assert dict(zip(patched["x"], patched["y"]))["[64, 128)"] == 7
     assert figs["8,0|seek-baseline"]["layout"]["yaxis"]["range"] == \
         figs["8,0|seek-patched"]["layout"]["yaxis"]["range"]
     # Zero seeks 1 -> 0: delta -1, -100 %.
