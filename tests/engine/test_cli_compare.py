@@ -10,29 +10,32 @@ DEMO = Path(__file__).resolve().parents[2] / "reviewapp" / "demo"
 
 
 def test_exit_code_0_when_the_check_passes(capsys) -> None:
-    """The same run on both sides: nothing changed, the check passes, exit 0."""
+    """The same run on both sides: nothing changed, the check succeeds, exit 0."""
     run = str(DEMO / "seed000_before.blkparse.txt")
     assert main(["compare", run, "--", run]) == 0
-    assert "Check: PASS" in capsys.readouterr().out
+    assert "Check: SUCCESS" in capsys.readouterr().out
 
 
 def test_exit_code_1_when_the_check_warns(capsys) -> None:
-    """Seed 000's G-stage quote: the zero-seek share worsens (a pattern warning), exit 1."""
-    code = main(["compare", str(DEMO / "seed000_before.blkparse.txt"), "--",
-                 str(DEMO / "seed000_after.blkparse.txt")])
+    """raid5 6.1 vs 7.2 with the mean-request rule at warning level: md0's requests halve
+    (2048 -> 1024 KB), "Check: WARNING", exit 1."""
+    code = main(["compare", "--threshold", "rule_mean_request_drop=1", str(DEMO / "k61_W1b"),
+                 "--", str(DEMO / "k72_W1b")])
     out = capsys.readouterr().out
-    assert "Check: WARN" in out and code == 1
+    assert "Check: WARNING" in out and code == 1
 
 
 def test_exit_code_2_when_the_check_fails_and_the_title_comes_from_the_manifests(capsys) -> None:
-    """raid5 6.1 vs 7.2 directories: throughput drops 19.7%, "Check: FAIL", exit 2; the report's
-    title names both kernels and the workload of the blkreview.toml manifests."""
-    code = main(["compare", str(DEMO / "k61_W1b"), "--", str(DEMO / "k72_W1b")])
+    """The same rule at fail level: "Check: FAIL", exit 2; the report's title names both
+    kernels and the workload of the capture directories' blkreview.toml manifests."""
+    code = main(["compare", "--threshold", "rule_mean_request_drop=2", str(DEMO / "k61_W1b"),
+                 "--", str(DEMO / "k72_W1b")])
     out = capsys.readouterr().out
     assert "Check: FAIL" in out and code == 2
     assert out.splitlines()[0].startswith("6.1.0-57-amd64 vs 7.2.13+deb14-amd64: dd ")
     assert "baseline vs patched" not in out
     assert "Baseline, kernel 6.1.0-57-amd64:" in out
+    assert "Stack:      raid5, 8 members, 512 KB chunk" in out
 
 
 def test_exit_code_3_on_usage_and_input_errors(tmp_path, capsys) -> None:
