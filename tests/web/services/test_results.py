@@ -29,7 +29,7 @@ def test_finished_comparison_has_charts_for_every_section(finished_comparison):
     sections = set(ComparisonChart.objects.filter(comparison=finished_comparison)
                    .values_list("section", flat=True))
     assert sections == {"index", "fragmentation", "seek", "throughput", "latency", "ordering",
-                        "model"}
+                        "verdicts", "model"}
     chart = ComparisonChart.objects.get(comparison=finished_comparison, section="seek",
                                         dev="254,0", stage="")
     data = json.loads(chart.payload)
