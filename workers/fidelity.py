@@ -243,16 +243,44 @@ def is_calibration(name: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatch(name, p) for p in patterns)
 
 
+def lab_index(paths: Iterable[str | os.PathLike[str]]) -> dict[str, dict[str, Any]]:
+    """Cells of the lab's ``index.json`` files found under ``paths`` (``kernel/case`` ->
+    cell): their ``split`` (calibration | evaluation) and whether the capture succeeded."""
+    import json
+
+    cells: dict[str, dict[str, Any]] = {}
+    for p in paths:
+        path = Path(p)
+        for idx in ([path / "index.json"] if (path / "index.json").is_file() else
+                    sorted(path.rglob("index.json")) if path.is_dir() else []):
+            try:
+                data = json.loads(idx.read_text())
+            except (OSError, ValueError):
+                continue
+            for key, cell in (data.get("cells") or {}).items():
+                if isinstance(cell, dict):
+                    cells[str(key)] = cell
+    return cells
+
+
 def score_all(paths: Iterable[str | os.PathLike[str]], *, mode: str = "auto",
               calibration: Sequence[str] = (), kernel: str | None = None
               ) -> list[CaptureScore]:
     """Every capture under ``paths``; ``calibration`` globs (over ``kernel/workload`` names)
-    mark the captures the model was calibrated on, reported apart from the held-out rest."""
+    mark the captures the model was calibrated on, reported apart from the held-out rest.
+    A lab matrix's ``index.json`` marks them too (``split = "calibration"``), and its failed
+    cells (the capture itself went wrong) are left out."""
+    paths = list(paths)
+    cells = lab_index(paths)
     out = []
     for cap in find_captures(paths):
-        s = score_capture(cap, mode=mode, kernel=kernel)
         full = f"{cap.parent.name}/{cap.name}"
-        if is_calibration(full, calibration) or is_calibration(cap.name, calibration):
+        cell = cells.get(full, {})
+        if cell and not cell.get("ok", True):
+            continue
+        s = score_capture(cap, mode=mode, kernel=kernel)
+        if (is_calibration(full, calibration) or is_calibration(cap.name, calibration)
+                or cell.get("split") == "calibration"):
             s = CaptureScore(**{**asdict(s), "devices": s.devices, "calibration": True})
         out.append(s)
     return out

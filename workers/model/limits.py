@@ -147,13 +147,15 @@ class QueueLimits:
 
     @classmethod
     def from_sysfs(cls, values: Mapping[str, Any], *, base: QueueLimits | None = None,
-                   max_sectors_cap_kb: int | None = None) -> QueueLimits:
+                   max_sectors_cap_kb: int | None = None, strict: bool = True) -> QueueLimits:
         """Limits from sysfs names (``max_sectors_kb = 512``) or field names.
 
         Args:
             values: sysfs ``queue/*`` names or :class:`QueueLimits` field names with values
                 (ints or the strings sysfs prints; ``scheduler`` may be ``"[mq-deadline] none"``).
             base: limits to start from (a device kind's defaults); values override them.
+            strict: an unknown name is an error (a spec someone typed); ``False`` skips it (a
+                dump of a kernel with sysfs files the model does not know).
             max_sectors_cap_kb: BLK_DEF_MAX_SECTORS_CAP of the kernel preset. When only
                 ``max_hw_sectors_kb`` is given, ``max_sectors`` follows blk_validate_limits:
                 min(max_hw, io_opt if io_opt > cap, else cap).
@@ -174,6 +176,8 @@ class QueueLimits:
                 field_name, scale = _SYSFS[name]
             elif name in _FIELD_NAMES:
                 field_name, scale = name, None
+            elif not strict:
+                continue
             else:
                 raise ModelConfigError(f"unknown queue limit {name!r}")
             value = _parse_int(name, raw)

@@ -268,8 +268,9 @@ def node_limits(node: Node, policy: Policy, member_limits: Sequence[QueueLimits]
         base = QueueLimits(max_sectors=ms, max_hw_sectors=max(hw, ms), max_segments=65535,
                            max_segment_size=0xFFFFFFFF, max_discard_sectors=mds)
     if node.limits:
+        # a manifest's dump may carry sysfs files of a newer kernel: not an error
         return QueueLimits.from_sysfs(node.limits, base=base, max_sectors_cap_kb=
-                                      policy.max_sectors_cap_kb)
+                                      policy.max_sectors_cap_kb, strict=False)
     return base
 
 

@@ -31,6 +31,9 @@ from workers.traces._textio import open_lines
 _DEV_TEXT_RE = re.compile(r"^\s*(\d+)\s*[,:]\s*(\d+)\s*$")
 _SYSFS_HDR_RE = re.compile(r"^## /sys/block/([^/\s]+)/queue\s*$")
 _SYSFS_GREP_RE = re.compile(r"^/sys/block/([^/\s]+)/queue/([\w.-]+):(.*)$")
+#: a blk-mq hardware queue line some dumps add (``vda 0 nr_tags 256 nr_reserved_tags 0 ...``,
+#: from /sys/block/<dev>/mq/<n>/): the driver tags per hardware queue
+_SYSFS_HCTX_RE = re.compile(r"^(\S+)\s+(\d+)\s+nr_tags\s+(\d+)\b")
 _MD_LINE_RE = re.compile(r"^(md\w+)\s*:\s*(\w+)\s+(?:\(\w+\)\s+)?(\w+)\s+(.*)$")
 _MD_MEMBER_RE = re.compile(r"([\w-]+)\[(\d+)\](?:\((\w)\))?")
 _MAX_MANIFEST_BYTES = 1 << 20
@@ -210,6 +213,10 @@ def load_sysfs(path: Path, name: str, into: Manifest) -> Manifest:
         mo = _SYSFS_GREP_RE.match(line)
         if mo:
             into.limits.setdefault(mo.group(1), {})[mo.group(2)] = _value(mo.group(3))
+            continue
+        mo = _SYSFS_HCTX_RE.match(line)
+        if mo:
+            into.limits.setdefault(mo.group(1), {})["queue_depth"] = int(mo.group(3))
             continue
         if current is not None:
             bits = line.split(None, 2)
