@@ -38,6 +38,7 @@ from workers.events import (
     ACT_GETRQ,
     ACT_INSERT,
     ACT_ISSUE,
+    ACT_PLUG,
     ACT_QUEUE,
     RWBS_DISCARD,
     RWBS_READ,
@@ -70,7 +71,8 @@ class BioStream:
         sector / nr_sectors: the range on the top device.
         rwbs: RWBS_* bits (R, W, D, S ...).
         pid: submitting thread.
-        plug: plug-boundary id: consecutive rows of one pid with the same id share a plug.
+        plug: plug-boundary id: consecutive rows of one pid with the same id share a plug;
+            a negative id: the rows were submitted without a task plug.
         seg_bytes: contiguous-run length of the bio's memory (0 = contiguous), for the split
             code's max_segments model.
         bio_pages: for application I/Os (``app_io``): pages one full bio holds
@@ -155,6 +157,7 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     plug = np.arange(n, dtype=np.int64)
     if has_gd:
         plug = _plugs_from_issue_state(table, rows)
+        plug = _mark_unplugged(table, rows, plug)
     elif workload:
         plug = _plugs_from_workload(workload, table.nr_sectors[rows].astype(np.int64),
                                     table.pid[rows].astype(np.int64))
@@ -167,6 +170,49 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
                      rwbs=table.rwbs[rows].astype(np.int64), pid=table.pid[rows].astype(np.int64),
                      plug=plug, seg_bytes=np.zeros(n, np.int64), bio_pages=np.zeros(n, np.int64),
                      app_io=False, depth=0, comm=comm, top_dev=top_dev)
+
+
+#: Trace formats that record every ``trace_block_plug`` (P): where they show none for a unit of
+#: bios, the kernel submitted them without a plug.
+_PLUG_RECORDING_FORMATS = frozenset({"blktrace", "blkparse"})
+
+
+def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
+                    plug: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Give the units submitted without a plug negative plug ids.
+
+    A task plug records P (``trace_block_plug``, from ``blk_add_rq_to_plug`` when the first
+    request enters it). Synchronous direct I/O of at most ``BIO_MAX_VECS`` pages
+    (``__blkdev_direct_IO_simple``: dd bs<=1M, fio psync) and async direct I/O outside
+    ``io_submit``'s plug submit with none, so their requests are issued one by one and never
+    merge in a plug. A unit (one thread's bios under one plug id) with G events but no P of its
+    thread before the thread's next unit was such a submission. Applied only where the trace
+    records P at all (blktrace, blkparse, or any P present).
+    """
+    act = table.action
+    is_p = act == ACT_PLUG
+    if not (bool(np.any(is_p)) or table.meta.get("format") in _PLUG_RECORDING_FORMATS):
+        return plug
+    n = len(q_rows)
+    if n == 0:
+        return plug
+    pid_q = table.pid[q_rows].astype(np.int64)
+    t_q = table.time_ns[q_rows].astype(np.int64)
+    t_p = table.time_ns[is_p].astype(np.int64)
+    pid_p = table.pid[is_p].astype(np.int64)
+    out = plug.copy()
+    for p in np.unique(pid_q):
+        mine = np.flatnonzero(pid_q == p)
+        ids = plug[mine]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        ends = np.r_[starts[1:], len(mine)]
+        pt = np.sort(t_p[pid_p == p])
+        t0 = t_q[mine[starts]]
+        t1 = np.r_[t_q[mine[starts[1:]]], np.iinfo(np.int64).max]
+        has_p = np.searchsorted(pt, t1, side="left") > np.searchsorted(pt, t0, side="left")
+        for k in np.flatnonzero(~has_p):
+            out[mine[starts[k]:ends[k]]] = -1 - int(ids[starts[k]])
+    return out
 
 
 def _plugs_from_issue_state(table: EventTable, q_rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
@@ -441,7 +487,9 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         from workers.model import fast
 
         big = len(sector) >= FAST_MIN_BIOS or engine == "fast"
-        if big and fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
+        # units without a task plug run on the Python engine only
+        if big and not bool(np.any(plug < 0)) and \
+                fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
             # both engines model tag waits (a thread sleeps, its plug is flushed from schedule)
             return _replay_fast(eng, bios, stack, policy, seed, record, sector, nr,
                                 seg, rwbs, pid, time_ns, plug)
@@ -500,7 +548,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         th, ui = payload
         unit = Unit(th, ui)
         eng.now = max(eng.now, t)
-        plug_obj = eng.make_plug()
+        # a negative plug id: submitted without a task plug (see _mark_unplugged)
+        plug_obj = eng.make_plug() if plug_l[th.units[ui][1][0]] >= 0 else None
         eng.plug = plug_obj
         for i in th.units[ui][1]:
             eng.now = max(eng.now, time_l[i]) if not th.sync else eng.now
@@ -508,7 +557,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
                     None, 0, seg_l[i], th.pid)
             eng.submit_bio(b)
         unit.submitted = True
-        plug_obj.flush(False)
+        if plug_obj is not None:
+            plug_obj.flush(False)
         eng.plug = None
         eng.raid5_unplug()
         if unit.outstanding == 0:

@@ -238,3 +238,51 @@ def test_bios_from_table_front_merged_dispatch_ends_a_plug_with_many_outstanding
                                 sector=secs, nr_sectors=nr, rwbs=[1] * n)
     plug = bios_from_table(t, dev).plug.tolist()
     assert plug[-1] != plug[0], "thread 1's next bio must start a new plug"
+
+
+def _raid0_table(with_plug: bool):
+    """Two 1M reads on a 2-disk raid0 (64k chunks) as a blktrace capture records them: Q on
+    md0, then G/D of each 64k chunk on its member, with P before the first G when plugged."""
+    from workers.events import ACT_GETRQ, ACT_ISSUE, ACT_PLUG, ACT_QUEUE, EventTable, make_dev
+
+    md, a, b = make_dev(9, 0), make_dev(254, 0), make_dev(254, 16)
+    rows = []
+    t = 0
+    for k in range(2):
+        rows.append((t, md, ACT_QUEUE, k * 2048, 2048))
+        t += 1
+        for c in range(16):
+            dev = a if c % 2 == 0 else b
+            sec = 4096 + (k * 8 + c // 2) * 128
+            if with_plug and c < 2:
+                rows.append((t, dev, ACT_PLUG, 0, 0))
+                t += 1
+            rows.append((t, dev, ACT_GETRQ, sec, 128))
+            rows.append((t + 1, dev, ACT_ISSUE, sec, 128))
+            t += 2
+    tt, dev, act, sec, nr = (list(x) for x in zip(*rows))
+    table = EventTable.from_columns(time_ns=tt, dev=dev, pid=[7] * len(tt), action=act,
+                                    sector=sec, nr_sectors=nr, rwbs=[1] * len(tt))
+    table.meta["format"] = "blktrace"
+    return table, md
+
+
+def test_bios_without_a_plug_event_are_replayed_unplugged():
+    """__blkdev_direct_IO_simple (dd bs<=1M) submits without a task plug: no P in the trace,
+    so each bio is its own unplugged unit and its member requests never merge in a plug."""
+    from workers.events import ACT_ISSUE
+
+    table, md = _raid0_table(with_plug=False)
+    bios = bios_from_table(table, md)
+    assert (bios.plug < 0).all()
+    stack = stack_from_manifest({"kernel": "6.1", "stack": {
+        "top": "9,0", "kind": "raid0", "chunk_kb": 64, "members": ["254,0", "254,16"],
+        "data_offset_sectors": 4096}})
+    pred = replay(bios, stack, preset_for_kernel("6.1"))
+    d = pred.action == ACT_ISSUE
+    assert set(pred.nr_sectors[d].tolist()) == {128}
+    plugged, _ = _raid0_table(with_plug=True)
+    bios_p = bios_from_table(plugged, md)
+    assert (bios_p.plug >= 0).all()
+    merged = replay(bios_p, stack, preset_for_kernel("6.1"))
+    assert max(merged.nr_sectors[merged.action == ACT_ISSUE].tolist()) > 128
