@@ -647,7 +647,21 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
         member_devs = [parse_dev(str(x)) for x in members_text]
     except ValueError:
         raise ModelConfigError(f"bad member list {members_text!r}") from None
-    members = tuple(disk(d, f"member{i}") for i, d in enumerate(member_devs))
+    # a degraded array's manifest may list only the present members, in slot order, with
+    # ``raid_disks`` and the empty slots (``missing_slots``): the missing ones become failed
+    # placeholders (they never receive I/O) so that every slot keeps its raid-disk index
+    missing = sorted({_int(x, "missing_slots") for x in (st.get("missing_slots") or ())})
+    raid_disks = _int(st.get("raid_disks", len(member_devs) + len(missing)), "raid_disks")
+    if missing and len(member_devs) + len(missing) != raid_disks:
+        raise ModelConfigError(f"{len(member_devs)} members and {len(missing)} missing slots "
+                               f"do not make raid_disks = {raid_disks}")
+    slots: list[int | None] = []
+    present = iter(member_devs)
+    for slot in range(raid_disks if missing else len(member_devs)):
+        slots.append(None if slot in missing else next(present))
+    members = tuple(disk(d, f"member{i}") if d is not None else
+                    Node(dev=make_dev(0, 0xFFF00 + i), name=f"missing{i}", kind="disk")
+                    for i, d in enumerate(slots))
     chunk_kb = st.get("chunk_kb", st.get("chunk", 0))
     chunk = _int(chunk_kb, "chunk_kb") * 2 if not isinstance(chunk_kb, str) or \
         chunk_kb.strip().isdigit() else parse_size(chunk_kb) >> 9
@@ -658,19 +672,19 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
     layout = str(st.get("layout", ""))
     if kind == "raid0" and layout not in ("", "orig", "alt"):
         layout = "alt" if "alt" in layout else "orig"
-    failed: list[int] = []
+    failed: list[int] = list(missing)
     for f in st.get("failed") or st.get("failed_members") or ():
         if isinstance(f, int):
             failed.append(f)
             continue
         try:
-            failed.append(member_devs.index(parse_dev(str(f))))
+            failed.append(slots.index(parse_dev(str(f))))
         except ValueError:
             raise ModelConfigError(f"failed member {f!r} is not in the member list") from None
     node = Node(dev=top, name=names.get(top, "md0" if kind != "cache" else "bcache0"),
                 kind=kind, members=members, chunk_sectors=chunk if kind != "raid1" else 0,
                 data_offset=_int(st.get("data_offset_sectors", 0), "data_offset_sectors"),
-                layout=layout, sizes=sizes, failed=tuple(failed), limits=lim(top))
+                layout=layout, sizes=sizes, failed=tuple(sorted(set(failed))), limits=lim(top))
     return Stack(node, notes)
 
 

@@ -199,3 +199,23 @@ def test_degraded_raid5_is_not_taken_by_the_compiled_engine():
     with pytest.raises(ModelConfigError, match="compiled engine"):
         replay(bios_from_workload("dd:bs=64k,count=2"), stack, preset_for_kernel("6.1"),
                engine="fast")
+
+
+def test_manifest_of_a_degraded_array_listing_only_present_members():
+    """The lab (like mdadm --detail) lists the present members and the empty slot: slot 3 of a
+    4-disk raid5 is missing, so rows whose data is in slot 3 are rebuilt from slots 0-2."""
+    manifest = {"kernel": "6.1.0", "stack": {
+        "top": "9,0", "kind": "raid5", "raid_disks": 4, "chunk_kb": 64,
+        "layout": "left-symmetric", "degraded": 1, "missing_slots": [3],
+        "members": ["254,0", "254,16", "254,32"], "data_offset_sectors": 4096}}
+    stack = stack_from_manifest(manifest)
+    assert len(stack.top.members) == 4 and stack.top.failed == (3,)
+    assert [m.dev for m in stack.top.members[:3]] == [254 << 20, (254 << 20) | 16,
+                                                      (254 << 20) | 32]
+    # left-symmetric, 4 disks: stripe 1 has parity on disk 2 and data on 3, 0, 1; its first
+    # chunk (array chunk 3) lives on the missing disk 3
+    t = replay(bios_from_workload("dd:bs=64k,count=1,skip=3"), stack, preset_for_kernel("6.1"))
+    for x in stack.top.members[:3]:
+        assert _d(t, x) == [(4096 + 128, 128, "R")]
+    with pytest.raises(ModelConfigError, match="raid_disks"):
+        stack_from_manifest({"stack": {**manifest["stack"], "raid_disks": 5}})
