@@ -22,6 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, TextIO
 
+from workers.cli.common import UsageError, bundle_files
 from workers.errors import BlkreviewError, ModelConfigError, ParseError
 from workers.events import EventTable, dev_str
 
@@ -30,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_argument_group("input")
     src.add_argument("--workload", help="dd:bs=4480k,count=100[,contig=all] or "
                      "fio:rw=randwrite,bs=1m,numjobs=4,size=1g")
-    src.add_argument("--trace", nargs="+", metavar="FILE", help="trace files (or a bundle "
-                     "archive); their top-device Q events are replayed")
+    src.add_argument("--trace", nargs="+", metavar="FILE", help="trace files, a bundle "
+                     "archive or a capture directory; their top-device Q events are replayed")
     src.add_argument("--manifest", help="blkreview.toml: stack, limits and kernel")
     parser.add_argument("--stack", help="raid5:disks=8,chunk=64k | raid0:... | disk:... "
                         "(with --workload; default: the manifest's stack)")
@@ -49,9 +50,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "progress on stderr")
     parser.add_argument("--json", action="store_true", help="the per-device summary as JSON "
                         "on stdout (what --emit json writes)")
+    parser.add_argument("--list-policies", action="store_true",
+                        help="list every policy field: its values, what it does and which "
+                             "kernel changed it (the --policy knobs), then exit")
 
 
 def _load_manifest(path: str) -> dict[str, Any]:
+    if Path(path).is_dir() and (Path(path) / "blkreview.toml").is_file():
+        path = str(Path(path) / "blkreview.toml")  # a capture directory names its manifest
     try:
         return tomllib.loads(Path(path).read_text())
     except OSError as exc:
@@ -81,7 +87,9 @@ def predict(args: argparse.Namespace) -> tuple[EventTable, Any, Any]:
     if args.trace:
         from workers.traces import ingest
 
-        ing = ingest(args.trace, names=[Path(p).name for p in args.trace])
+        # a capture directory or an archive is one bundle, as for inspect/analyze/compare
+        paths = bundle_files(list(args.trace))
+        ing = ingest(paths, names=[str(p) for p in paths])
         table_in = ing.table
         if manifest is None and ing.manifest is not None:
             manifest = {k: getattr(ing.manifest, k) for k in ("kernel", "stack", "limits",
@@ -146,6 +154,11 @@ def print_histograms(table: EventTable, stack: Any, policy: Any, out: TextIO) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "list_policies", False):
+        from workers.model.catalog import text_listing
+
+        sys.stdout.write(text_listing())
+        return 0
     json_out = bool(getattr(args, "json", False))  # --json: the summary on stdout
     if json_out and args.emit and not args.output and args.emit != "json":
         print("error: --json and --emit to stdout both write stdout; give -o", file=sys.stderr)
@@ -160,8 +173,14 @@ def run(args: argparse.Namespace) -> int:
         if json_out and not (args.emit == "json" and not args.output):
             json.dump(summary(table, stack, policy), sys.stdout, indent=1)
             sys.stdout.write("\n")
-    except (BlkreviewError, ParseError) as exc:
+    except (BlkreviewError, ParseError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        raise  # ``| head``: python -m workers stops quietly
+    except OSError as exc:  # an unreadable output or input path: a user error, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     return 0
 

@@ -136,11 +136,13 @@ class Policy:
         """A copy with fields changed by ``"k=v,k=v"`` (or a mapping).
 
         Raises:
-            ModelConfigError: unknown field, malformed item or a value outside the choices.
+            ModelConfigError: unknown fields, malformed items or values outside the choices,
+                every one of them in one message.
         """
         if not spec:
             return self
         items: dict[str, Any] = {}
+        errors: list[str] = []  # every bad item is reported, not only the first
         if isinstance(spec, Mapping):
             items = {str(k).strip(): v for k, v in spec.items()}
         else:
@@ -149,15 +151,25 @@ class Policy:
                 if not part:
                     continue
                 if "=" not in part:
-                    raise ModelConfigError(f"policy override {part!r} is not key=value")
+                    errors.append(f"policy override {part!r} is not key=value")
+                    continue
                 key, _, value = part.partition("=")
                 items[key.strip()] = value.strip()
         changes: dict[str, Any] = {}
         for key, value in items.items():
             if key not in _FIELDS or key == "name":
-                raise ModelConfigError(
-                    f"unknown policy field {key!r}; known: {', '.join(sorted(CHOICES) + ['bio_build'])}")
-            changes[key] = _coerce(key, value)
+                errors.append(f"unknown policy field {key!r}")
+                continue
+            try:
+                changes[key] = _coerce(key, value)
+                dataclasses.replace(self, **{key: changes[key]})  # this value alone
+            except ModelConfigError as exc:
+                errors.append(str(exc))
+                changes.pop(key, None)
+        if errors:
+            if any(e.startswith("unknown policy field") for e in errors):
+                errors.append(f"known: {', '.join(sorted(CHOICES) + ['bio_build'])}")
+            raise ModelConfigError("; ".join(errors))
         name = self.name if self.name.endswith("+overrides") else f"{self.name}+overrides"
         return dataclasses.replace(self, **changes, name=name)
 

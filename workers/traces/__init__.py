@@ -124,7 +124,7 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
         UnknownFormatError: a top-level file is not a supported format, or the bundle holds
             neither events nor summaries.
     """
-    from workers.traces.unpack import unpack_archive
+    from workers.traces.unpack import compression_label, unpack_archive
 
     if names is not None and len(names) != len(paths):
         raise ValueError("names must have one entry per path")
@@ -145,7 +145,9 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
             if fmt in ("tar", "zip"):
                 dest = Path(tmp) / f"a{i}"
                 members = unpack_archive(path, dest, name=label, kind=fmt)
-                reports.append(FileReport(label, fmt, path.stat().st_size))
+                # "xz" for a single compressed file, "tar.xz" for a compressed tar
+                shown = fmt if fmt == "zip" else compression_label(path)
+                reports.append(FileReport(label, shown, path.stat().st_size))
                 for member_path, member_name in members:
                     mlabel = f"{label}:{member_name}"
                     if member_path.stat().st_size == 0:
@@ -237,7 +239,8 @@ def _drop_text_copies(text_parts: list[tuple[str, str, int, EventTable]],
             warnings.append(f"{label}: blkparse text of devices whose binary trace is in the "
                             "bundle; skipped (the binary is used)")
             reports.append(FileReport(label, fmt, size, events=0,
-                                      error="copy of the binary trace; skipped"))
+                                      error="skipped: a text copy of the binary trace in this "
+                                            "bundle (the binary is read)"))
             continue
         reports.append(FileReport(label, fmt, size, events=len(table)))
         kept.append(table)

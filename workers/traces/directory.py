@@ -18,7 +18,7 @@ def directory_files(directory: Path, warnings: list[str]) -> list[str]:
 
     Files of no known format (notes, command logs) are skipped, each with a sentence appended
     to ``warnings``; when the directory holds raw blktrace files the blkparse text rendered
-    from them is skipped too: it is the same events twice.
+    from them is skipped too (it is the same events twice), also with a sentence.
     """
     from workers.traces.detect import detect_format
 
@@ -29,4 +29,8 @@ def directory_files(directory: Path, warnings: list[str]) -> list[str]:
         except ParseError:
             warnings.append(f"{f}: not a trace, summary or manifest; skipped")
     has_binary = any(fmt == "blktrace" for _, fmt in found)
+    if has_binary:
+        warnings.extend(f"{f}: blkparse text beside the raw blktrace files, the same events "
+                        "twice; skipped (the binary files are read)"
+                        for f, fmt in found if fmt == "blkparse")
     return [f for f, fmt in found if not (has_binary and fmt == "blkparse")]

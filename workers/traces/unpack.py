@@ -266,6 +266,19 @@ def unpack_zip(path: Path, dest: Path, *, name: str,
     return out
 
 
+def compression_label(path: Path) -> str:
+    """What an archive-looking file is, for reports: ``"tar.xz"`` style for a compressed tar,
+    ``"xz"`` (``gz``, ``zst``, ``bz2``) for a single compressed file, ``"tar"`` for a plain one."""
+    with open(path, "rb") as fh:
+        head = fh.read(6)
+    comp = ("gz" if head[:2] == b"\x1f\x8b" else "xz" if head[:6] == b"\xfd7zXZ\x00"
+            else "zst" if head[:4] == b"\x28\xb5\x2f\xfd" else "bz2" if head[:3] == b"BZh"
+            else "")
+    if not comp:
+        return "tar"
+    return f"tar.{comp}" if _is_tar(path) else comp
+
+
 def unpack_archive(path: Path, dest: Path, *, name: str, kind: str,
                    limits: UnpackLimits = DEFAULT_LIMITS) -> list[tuple[Path, str]]:
     """Unpack a ``"tar"`` or ``"zip"`` archive (kind from :func:`detect.sniff_archive`)."""

@@ -198,4 +198,4 @@ def test_capture_folder_with_text_copies(tmp_path: Path, data_dir: Path) -> None
     result = ingest([_tar(tmp_path / "b.tar", members)], names=["b.tar"])
     assert len(result.table) == 29
     skipped = [f for f in result.files if f.name.endswith("demo.blkparse.txt")]
-    assert skipped[0].error == "copy of the binary trace; skipped"
+    assert skipped[0].error.startswith("skipped: a text copy of the binary trace")
