@@ -1,5 +1,5 @@
 # blkreview: the two commands of the README are `make demo` and `make test`.
-.PHONY: demo test test-s3 lint lock setup services bench clean help
+.PHONY: demo test test-s3 lint lock setup services bench fuzz clean help
 
 PY := .venv/bin/python
 
@@ -9,6 +9,7 @@ help:
 	@echo "make test-s3 - the web and e2e pipeline tests again on a SeaweedFS S3 bucket"
 	@echo "make lint   - ruff, mypy (engine), import-linter (engine purity)"
 	@echo "make bench  - the benchmarks (small sizes; see benchmarks/README.md)"
+	@echo "make fuzz   - every parser with FUZZ_EXAMPLES (default 100000) hypothesis cases (hours)"
 	@echo "make lock   - refresh requirements*.lock (hashes) from pyproject.toml"
 
 setup:
@@ -44,6 +45,13 @@ lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/mypy
 	.venv/bin/lint-imports
+
+# Opt-in deep fuzzing: FUZZ_EXAMPLES cases per parser (CI runs the tests' small counts).
+FUZZ_EXAMPLES ?= 100000
+fuzz: setup
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/engine/traces/test_fuzz.py \
+		tests/engine/traces/test_corruption.py -q -p no:cacheprovider \
+		--hypothesis-show-statistics $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) benchmarks/run_all.py

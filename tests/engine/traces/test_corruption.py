@@ -3,6 +3,7 @@ on the capture's relay buffer; strict mode refuses the file instead (issue 10 it
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -142,7 +143,7 @@ def test_real_gap_is_still_a_relay_drop() -> None:
 SEED = encode_blktrace(all_actions_table())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "0") or 0) or 300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, len(SEED) - 1), st.integers(0, 255)), max_size=6),
        st.booleans(), st.integers(0, 3))
 def test_python_twin_matches_the_compiled_walk(flips: list[tuple[int, int]], strict: bool,

@@ -1,7 +1,13 @@
-"""Property tests: random and mutated inputs give a valid table or a ParseError, nothing else."""
+"""Property tests: random and mutated inputs give a valid table or a ParseError, nothing else.
+
+Every parser has its own test (parametrized by format), so an example count is per parser.
+CI runs small counts; ``make fuzz`` sets ``FUZZ_EXAMPLES`` (default 100000) and every test
+then draws that many examples per parser, without the per-test time limit.
+"""
 
 from __future__ import annotations
 
+import os
 import struct
 import tempfile
 from collections.abc import Callable
@@ -23,9 +29,20 @@ from workers.traces.writers import encode_blktrace
 DATA = Path(__file__).resolve().parents[2] / "data" / "traces"
 # No per-example deadline: the first example pays numba's one-time compile (tens of seconds on a
 # fresh checkout) and the machine is shared. "Never a hang" is the module's pytest timeout.
-SETTINGS = settings(max_examples=150, deadline=None,
+#: ``make fuzz``: examples per parser (0 = the CI counts below).
+FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "0") or 0)
+
+
+def examples(ci: int) -> int:
+    return FUZZ_EXAMPLES or ci
+
+
+SETTINGS = settings(max_examples=examples(150), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
-pytestmark = pytest.mark.timeout(600)
+#: per-format tests: CI draws fewer per format (about the old shared count in total)
+PER_FORMAT = settings(max_examples=examples(20), deadline=None,
+                      suppress_health_check=[HealthCheck.too_slow])
+pytestmark = pytest.mark.timeout(0 if FUZZ_EXAMPLES else 600)
 
 BINARY_SEED = encode_blktrace(all_actions_table())
 
@@ -179,10 +196,12 @@ def test_binary_random_bytes(magic: bytes, data: bytes) -> None:
         assert exc.offset is not None or "magic" in exc.reason
 
 
+@pytest.mark.parametrize("seed", [BINARY_SEED, BINARY_SEED_V2], ids=["v1", "v2"])
 @SETTINGS
-@given(st.sampled_from([BINARY_SEED, BINARY_SEED_V2]).flatmap(mutated))
-def test_binary_mutated(data: bytes) -> None:
+@given(st.data())
+def test_binary_mutated(seed: bytes, data_: st.DataObject) -> None:
     """Mutations of a valid every-action stream (v1 or v2): table or ParseError with an offset."""
+    data = data_.draw(mutated(seed))
     try:
         check_table(merge_raw([parse_blktrace_bytes(data)]))
     except ParseError as exc:
@@ -199,8 +218,9 @@ def test_v2_seed_decodes_like_v1() -> None:
         np.testing.assert_array_equal(getattr(v2, name), getattr(v1, name))
 
 
-@SETTINGS
-@given(st.sampled_from(sorted(TEXT_SEEDS)), st.data())
+@pytest.mark.parametrize("fmt", sorted(TEXT_SEEDS))
+@PER_FORMAT
+@given(st.data())
 def test_text_formats_mutated(fmt: str, data: st.DataObject) -> None:
     """Mutations of every text format, parsed as that format: result or ParseError."""
     blob = data.draw(mutated(TEXT_SEEDS[fmt]))
@@ -217,8 +237,9 @@ def test_text_formats_random(data: bytes) -> None:
     _run_file(data, lambda p: ingest([p], names=["input"]))
 
 
-@SETTINGS
-@given(st.sampled_from(sorted(TEXT_SEEDS)), st.text(max_size=300))
+@pytest.mark.parametrize("fmt", sorted(TEXT_SEEDS))
+@PER_FORMAT
+@given(st.text(max_size=300))
 def test_text_lines_random(fmt: str, text: str) -> None:
     """Random unicode text parsed as each text format: result or ParseError."""
     blob = text.encode("utf-8", errors="replace")
@@ -228,8 +249,10 @@ def test_text_lines_random(fmt: str, text: str) -> None:
         _run_file(blob, lambda p: parse_file(p, name="input", fmt=fmt))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["tar", "tar.gz", "zip"]), st.data())
+@pytest.mark.parametrize("kind", ["tar", "tar.gz", "zip"])
+@settings(max_examples=examples(20), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
 def test_archives_mutated(kind: str, data: st.DataObject) -> None:
     """Mutated archives holding a valid trace: result or a ParseError/UnpackError."""
     import io
