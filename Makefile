@@ -6,7 +6,7 @@ PY := .venv/bin/python
 help:
 	@echo "make demo   - install, then run web + worker on the embedded default with demo data"
 	@echo "make test   - install, start PostgreSQL/Redis if needed, run the whole test suite"
-	@echo "make test-s3 - the web and e2e pipeline tests again on a SeaweedFS S3 bucket"
+	@echo "make test-s3 - the services, API and e2e pipeline tests again on a SeaweedFS S3 bucket"
 	@echo "make lint   - ruff, mypy (engine), import-linter (engine purity)"
 	@echo "make bench  - the benchmarks (small sizes; see benchmarks/README.md)"
 	@echo "make fuzz   - every parser with FUZZ_EXAMPLES (default 100000) hypothesis cases (hours)"
@@ -37,9 +37,11 @@ demo:
 test: setup services
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# the web and end-to-end tests again with uploads and tables in a real SeaweedFS S3 bucket
+# the storage-heavy tests again with uploads and tables in a real SeaweedFS S3 bucket (the
+# services, the API and the e2e pipeline; `pytest --storage=s3` runs any selection, the whole
+# suite included, that way)
 test-s3: setup services
-	$(PY) -m pytest --storage=s3 -m "not browser" tests/web tests/e2e/test_pipeline.py $(PYTEST_ARGS)
+	$(PY) -m pytest --storage=s3 -m "not browser" tests/web/services tests/web/api tests/e2e/test_pipeline.py $(PYTEST_ARGS)
 
 lint: setup
 	.venv/bin/ruff check .
