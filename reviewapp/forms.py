@@ -56,6 +56,19 @@ def policy_options() -> list[dict[str, str]]:
     return out
 
 
+#: The upload form's visibility choice, in words ("on" is what a checkbox posted before).
+VISIBILITY_CHOICES = (
+    ("on", "Public: anyone, without logging in, can read the page, the report, the results "
+           "and the discussion"),
+    ("off", "Private: only you, the people and groups you share it with, and staff"),
+)
+
+
+def visibility_initial(public: bool) -> str:
+    """The form's initial choice for a public flag."""
+    return "on" if public else "off"
+
+
 class UploadForm(forms.Form):
     """Patch metadata, optional patch mail, both sides' files and the test setup."""
 
@@ -98,8 +111,10 @@ class UploadForm(forms.Form):
     thresholds = forms.CharField(max_length=500, required=False, label="Check thresholds",
                                  help_text="override the CI check's defaults, e.g. "
                                            "throughput_drop_fail_pct=5,latency_rise_warn_pct=20")
-    public = forms.BooleanField(required=False, initial=True,
-                                help_text="Anyone may read a public comparison without logging in.")
+    public = forms.TypedChoiceField(
+        required=False, label="Who can read this comparison", widget=forms.RadioSelect,
+        choices=VISIBILITY_CHOICES, coerce=lambda v: v == "on", empty_value=False,
+        help_text="You can change it later on the comparison's page (Sharing).")
     strict = forms.BooleanField(required=False, label="Strict parsing",
                                 help_text="Fail the analysis on a damaged blktrace record "
                                           "instead of skipping it with a warning (also "

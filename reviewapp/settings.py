@@ -501,6 +501,14 @@ SPECTACULAR_SETTINGS = {
 # --- collaboration (issue 8) --------------------------------------------------------------
 #: Where a Message-ID links to: a URL template with ``{msgid}`` (lore-style by default).
 BLKREVIEW_MSGID_URL = os.environ.get("BLKREVIEW_MSGID_URL", "https://lore.kernel.org/r/{msgid}")
+# Visibility of a new comparison when the upload does not say (the form preselects it, the API's
+# `public` field defaults to it): "public" (anyone may read it without logging in) or "private"
+# (its uploader, whom they share it with, and staff). docs/deploy.md "Configuration".
+_visibility = os.environ.get("BLKREVIEW_DEFAULT_VISIBILITY", "public").strip().lower()
+if _visibility not in ("public", "private"):
+    raise ImproperlyConfigured(
+        f"BLKREVIEW_DEFAULT_VISIBILITY={_visibility!r}: expected public or private")
+BLKREVIEW_DEFAULT_PUBLIC = _visibility == "public"
 # (the notification mail and webhook tasks go to BLKREVIEW_NOTIFY_QUEUE, with the other queues)
 #: Webhook deliveries: attempts before giving up, first retry delay (doubles each time), timeout.
 BLKREVIEW_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("BLKREVIEW_WEBHOOK_MAX_ATTEMPTS", "5"))

@@ -3,6 +3,7 @@ results, and adding runs to a side."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import QuerySet
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
@@ -54,7 +55,9 @@ class ComparisonCreateInput(serializers.Serializer):
     thresholds = serializers.DictField(
         child=serializers.FloatField(), required=False,
         help_text="overrides of the check thresholds, e.g. {\"throughput_drop_fail_pct\": 5}")
-    public = serializers.BooleanField(required=False, default=True)
+    public = serializers.BooleanField(
+        required=False, default=lambda: settings.BLKREVIEW_DEFAULT_PUBLIC,
+        help_text="default: the site's BLKREVIEW_DEFAULT_VISIBILITY (public unless set)")
 
 
 class SubmissionInput(serializers.Serializer):
@@ -76,7 +79,9 @@ class SubmissionInput(serializers.Serializer):
     thresholds = serializers.CharField(
         required=False, allow_blank=True, max_length=500,
         help_text="overrides of the check thresholds: name=value,... or a JSON object")
-    public = serializers.BooleanField(required=False, default=True)
+    public = serializers.BooleanField(
+        required=False, default=lambda: settings.BLKREVIEW_DEFAULT_PUBLIC,
+        help_text="default: the site's BLKREVIEW_DEFAULT_VISIBILITY (public unless set)")
     strict = serializers.BooleanField(required=False, default=False, help_text=(
         "fail the analysis on a damaged blktrace record instead of skipping it with a warning"))
 
@@ -147,7 +152,7 @@ class ComparisonListCreateApi(APIView):
             patch = patch_create(title=d.get("title", ""), version=d.get("version", ""),
                                  author=d.get("author", ""), user=request.user)
         comparison = comparison_create(patch=patch, baseline=baseline, patched=patched,
-                                       policy=d.get("policy", ""), public=d.get("public", True),
+                                       policy=d.get("policy", ""), public=d.get("public", settings.BLKREVIEW_DEFAULT_PUBLIC),
                                        user=request.user, thresholds=d.get("thresholds"))
         return Response(ComparisonOutput(comparisons_with_bundles([comparison])[0],
                                          context={"request": request}).data,
@@ -183,7 +188,8 @@ class SubmissionCreateApi(UploadApiView):
             patched_files=files_of(request, "patched_files"),
             baseline_kernel=d.get("baseline_kernel", ""), patched_kernel=d.get("patched_kernel", ""),
             stack=d.get("stack", ""), limits=d.get("limits", ""), workload=d.get("workload", ""),
-            policy=d.get("policy", ""), public=_flag(d.get("public")), user=request.user,
+            policy=d.get("policy", ""), public=_flag(d.get("public"), default=settings.BLKREVIEW_DEFAULT_PUBLIC),
+            user=request.user,
             thresholds=_thresholds(d.get("thresholds")),
             strict=_flag(d.get("strict"), default=False),
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -19,7 +20,7 @@ from reviewapp.access import (
     comparison_for_writer,
     patches_usable_by,
 )
-from reviewapp.forms import AddRunsForm, CommentForm, RulesForm, UploadForm
+from reviewapp.forms import AddRunsForm, CommentForm, RulesForm, UploadForm, visibility_initial
 from reviewapp.selectors import (
     chart_index,
     chart_payload,
@@ -109,9 +110,10 @@ def upload(request: HttpRequest) -> HttpResponse:
         else:
             status = 400
         return render(request, "reviewapp/upload.html", {**ctx, "form": form}, status=status)
-    initial: dict[str, Any] = {"public": True}
+    # the site's default visibility (BLKREVIEW_DEFAULT_VISIBILITY), or the patch's own
+    initial: dict[str, Any] = {"public": visibility_initial(settings.BLKREVIEW_DEFAULT_PUBLIC)}
     if patch is not None:
-        initial.update(patch=patch.pk, public=patch.public)
+        initial.update(patch=patch.pk, public=visibility_initial(patch.public))
     return render(request, "reviewapp/upload.html", {**ctx, "form": UploadForm(initial=initial)})
 
 
