@@ -438,32 +438,6 @@ class Engine:
             self._remap(node, bio, node.members[disk], msec + node.data_offset, bio.nr, piece)
         self._release(bio, self.now)
 
-    def _raid5_add_read(self, node: Node, bio: Bio, disk: int, msec: int, pd: int,
-                        piece: MdPiece, qd: int) -> None:
-        """A read of a degraded array: ``add_stripe_bio`` per 4 KiB row; ``fetch_block`` then
-        reads the wanted block where its disk works, and every other working block of the row
-        where it does not (to compute it from the rest and the parity)."""
-        unit = bio.unit if isinstance(bio.unit, Unit) else None
-        end = msec + bio.nr
-        s = msec - msec % STRIPE_SECTORS
-        while s < end:
-            key = (node.dev, s)
-            sh = self.r5_pending.get(key)
-            if sh is None:
-                sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid, qd)
-            if disk in node.failed:
-                sh.wanted.update(i for i in range(len(node.members)) if i not in node.failed)
-            else:
-                sh.wanted.add(disk)
-            sh.array_sector.setdefault(disk, bio.sector + (s - msec))
-            if not sh.pieces or sh.pieces[-1] is not piece:
-                sh.pieces.append(piece)
-                piece.remaining += 1
-                if unit is not None:
-                    sh.units.append(unit)
-                    unit.outstanding += 1
-            s += STRIPE_SECTORS
-
     # --- raid1 / raid10 ---------------------------------------------------------------------------
     def _read_balance(self, node: Node, copies: list[tuple[int, int]], nr: int) -> int:
         """Which copy a read goes to (an index into ``copies`` = (member, member sector)).
@@ -567,6 +541,19 @@ class Engine:
     def _raid5_add_write(self, node: Node, bio: Bio, disk: int, msec: int, pd: int,
                          piece: MdPiece, qd: int = -1) -> None:
         """``add_stripe_bio`` for every 4 KiB row of a write piece inside one chunk."""
+        self._raid5_add_bio(node, bio, disk, msec, pd, piece, qd, write=True)
+
+    def _raid5_add_read(self, node: Node, bio: Bio, disk: int, msec: int, pd: int,
+                        piece: MdPiece, qd: int) -> None:
+        """A read of a degraded array: ``add_stripe_bio`` per 4 KiB row; ``fetch_block`` then
+        reads the wanted block where its disk works, and every other working block of the row
+        where it does not (to compute it from the rest and the parity)."""
+        self._raid5_add_bio(node, bio, disk, msec, pd, piece, qd, write=False)
+
+    def _raid5_add_bio(self, node: Node, bio: Bio, disk: int, msec: int, pd: int,
+                       piece: MdPiece, qd: int, *, write: bool) -> None:
+        """``add_stripe_bio`` per 4 KiB row of a piece inside one chunk: the rows' stripe_heads
+        learn which blocks are written (a bitmask per member) or wanted, and who waits."""
         unit = bio.unit if isinstance(bio.unit, Unit) else None
         end = msec + bio.nr
         s = msec - msec % STRIPE_SECTORS
@@ -575,10 +562,18 @@ class Engine:
             sh = self.r5_pending.get(key)
             if sh is None:
                 sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid, qd)
-            lo, hi = max(s, msec), min(s + STRIPE_SECTORS, end)
-            mask = ((1 << (hi - lo)) - 1) << (lo - s)
-            sh.written[disk] = sh.written.get(disk, 0) | mask
-            sh.array_sector[disk] = bio.sector + (s - msec)
+            if write:
+                lo, hi = max(s, msec), min(s + STRIPE_SECTORS, end)
+                mask = ((1 << (hi - lo)) - 1) << (lo - s)
+                sh.written[disk] = sh.written.get(disk, 0) | mask
+                sh.array_sector[disk] = bio.sector + (s - msec)
+            else:
+                if disk in node.failed:
+                    sh.wanted.update(i for i in range(len(node.members))
+                                     if i not in node.failed)
+                else:
+                    sh.wanted.add(disk)
+                sh.array_sector.setdefault(disk, bio.sector + (s - msec))
             if not sh.pieces or sh.pieces[-1] is not piece:
                 sh.pieces.append(piece)
                 piece.remaining += 1
