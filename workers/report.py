@@ -367,8 +367,8 @@ def header_lines(header: ReportHeader, runs: Mapping[str, Any], runs_note: str |
         out.append(header.url)
     out.append("")
     if header.baseline_kernel or header.patched_kernel:
-        out.append(f"Kernels:    {header.baseline_kernel or '?'} (baseline) -> "
-                   f"{header.patched_kernel or '?'} (patched)")
+        out.append(f"Kernels:    baseline {header.baseline_kernel or '?'}, "
+                   f"patched {header.patched_kernel or '?'}")
     if header.workload:
         out.append(f"Workload:   {header.workload}")
     if header.stack:

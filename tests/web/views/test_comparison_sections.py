@@ -217,3 +217,22 @@ def test_all_members_view_sums_the_members(client, demo_comparisons):
     sizes = next(c for c in data["charts"] if c["id"] == "sizes")
     assert sum(sizes["panels"][0]["figure"]["data"][0]["y"]) == 400
     assert any("All 8 members of md0" in n for n in data["notes"])
+
+
+def test_report_download_has_the_header_and_fits_72_columns(client, demo_comparisons):
+    """The raid5 demo's report: title, the page's absolute URL, both kernels, workload and
+    stack from the bundles; sides named by kernel (the title is not a patch subject); the
+    model's fidelity against both sides; no line wider than 72 columns."""
+    cmp_ = demo_comparisons[1]
+    text = client.get(reverse("comparison-report", args=[cmp_.pk])).content.decode()
+    lines = text.splitlines()
+    assert f"http://testserver{cmp_.get_absolute_url()}" in lines[:4]
+    head = "\n".join(lines[:12])
+    assert "Kernels:    baseline 6.1.0-57-amd64, patched 7.2.13+deb14-amd64" in head
+    assert "Workload:   dd if=/dev/md0 of=/dev/null bs=2M count=100 iflag=direct" in head
+    assert "Stack:      md raid5 of 8 virtio disks" in head
+    assert "Baseline, kernel 6.1.0-57-amd64:" in text and "Before this patch" not in text
+    assert "Model fidelity, new policy vs observed patched side:" in text
+    assert [x for x in lines if len(x) > 72] == []
+    seed = client.get(reverse("comparison-report", args=[demo_comparisons[0].pk])).content.decode()
+    assert "Before this patch:" in seed and "After this patch:" in seed
