@@ -178,7 +178,8 @@ class Comparison(models.Model):
     patched_bundles = models.ManyToManyField(TraceBundle, related_name="patched_in")
     policy = models.CharField(
         max_length=300, blank=True,
-        help_text="policy under test, kernel-model.md section 7 names: split_remainder=head",
+        help_text="policy under test as field=value,... (the fields of docs/model.md \"Policy "
+                  "fields\", python -m workers replay --list-policies): split_remainder=head",
     )
     status = models.CharField(max_length=16, choices=c.COMPARISON_STATES, default=c.COMPARISON_PENDING)
     thresholds = models.JSONField(
