@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -217,6 +218,8 @@ def score_capture(path: str | os.PathLike[str], *, mode: str = "auto",
     if not kern:
         return CaptureScore(label, "", work, mode, None, error="the manifest names no kernel")
     own = own or kern
+    if path.is_dir():
+        manifest = _with_md_sizes(path, manifest)
     try:
         stack = stack_from_manifest(manifest)
         table = ing.table
@@ -237,6 +240,46 @@ def score_capture(path: str | os.PathLike[str], *, mode: str = "auto",
     score = mean_dev if cross is None else (mean_dev + cross) / 2
     return CaptureScore(label, own, work, want, score, dev_scores, cross,
                         warnings=kernel_version_warnings(kern) + list(stack.notes), preset=kern)
+
+
+def _with_md_sizes(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Member data sizes of an md linear array from the capture's ``md_examine.txt``.
+
+    Where md-linear moves to the next member (``which_dev`` over ``end_sector``) follows each
+    member's ``rdev->sectors``; a manifest without ``sizes_sectors`` would put the whole array
+    on the first member. The lab's capture directory keeps ``mdadm --examine`` output
+    (:func:`workers.model.stack.md_member_sizes`), ``md_members.txt`` (raid-disk order),
+    ``mdstat`` (array size) and ``md_params.txt`` (chunk size).
+    """
+    from workers.model.stack import md_member_sizes
+
+    st = dict(manifest.get("stack") or {})
+    exam = path / "md_examine.txt"
+    if st.get("kind") != "linear" or st.get("sizes_sectors") or not exam.is_file():
+        return manifest
+    names: list[str] = []
+    mem = path / "md_members.txt"
+    if mem.is_file():
+        names = [b[1] for b in (ln.split() for ln in mem.read_text(errors="replace").splitlines())
+                 if len(b) == 3]
+    if not names:
+        return manifest
+    array = 0
+    mdstat = path / "mdstat"
+    if mdstat.is_file():
+        mo = re.search(r"^\s+(\d+) blocks", mdstat.read_text(errors="replace"), re.M)
+        array = int(mo.group(1)) * 2 if mo else 0
+    chunk = 0
+    params = path / "md_params.txt"
+    if params.is_file():
+        mo = re.search(r"^chunk_size (\d+)", params.read_text(errors="replace"), re.M)
+        chunk = int(mo.group(1)) >> 9 if mo else 0
+    sizes = md_member_sizes(exam.read_text(errors="replace"), names, array_sectors=array,
+                            chunk_sectors=chunk)
+    if len(sizes) != len(st.get("members") or ()):
+        return manifest
+    st["sizes_sectors"] = list(sizes)
+    return {**manifest, "stack": st}
 
 
 def is_calibration(name: str, patterns: Sequence[str]) -> bool:

@@ -40,6 +40,7 @@ from workers.events import (
     ACT_ISSUE,
     ACT_PLUG,
     ACT_QUEUE,
+    ACT_SPLIT,
     RWBS_DISCARD,
     RWBS_READ,
     RWBS_SYNC,
@@ -48,11 +49,15 @@ from workers.events import (
     EventTable,
 )
 from workers.model.build import build_bios, natural_bio_pages
+from workers.model.limits import QueueLimits
 from workers.model.plug import F_IDLE, F_SYNC, Bio
 from workers.model.policy import Policy, parse_size
-from workers.model.split import OP_READ, OP_WRITE, op_from_rwbs
+from workers.model.split import OP_READ, OP_WRITE, front_len, op_from_rwbs
 from workers.model.stack import Stack, all_limits
 from workers.model.submit import EV_COMPLETE, EV_UNIT, Engine, Unit
+
+#: Bytes of a page: the run of memory one bvec holds when no two pages of a buffer are adjacent.
+PAGE_BYTES = 4096
 
 #: ``engine="auto"`` uses the compiled engine from this many bios on (below it the Python
 #: engine is faster than loading, or on a cold cache compiling, the numba functions).
@@ -165,11 +170,66 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     if not table.time_known:
         t = np.arange(n, dtype=np.int64) * 1000
     comm = table.comms[int(table.comm[rows[0]])] if len(table.comms) > 1 else "dd"
+    split_first = _first_split_of(table, rows, top_dev)
     return BioStream(time_ns=t - (t.min() if n else 0), sector=table.sector[rows].astype(np.int64),
                      nr_sectors=table.nr_sectors[rows].astype(np.int64),
                      rwbs=table.rwbs[rows].astype(np.int64), pid=table.pid[rows].astype(np.int64),
                      plug=plug, seg_bytes=np.zeros(n, np.int64), bio_pages=np.zeros(n, np.int64),
-                     app_io=False, depth=0, comm=comm, top_dev=top_dev)
+                     app_io=False, depth=0, comm=comm, top_dev=top_dev,
+                     meta={"split_first": split_first} if split_first is not None else {})
+
+
+def _first_split_of(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int
+                    ) -> npt.NDArray[np.int64] | None:
+    """Per top Q: the length of the front piece of the trace's first X of that bio (0: none).
+
+    ``trace_block_split`` (X) on the top device shows where ``bio_split_to_limits`` cut the
+    bio; :func:`_segments_from_splits` reads the bio's memory layout from it. None when the
+    top device shows no X at all.
+    """
+    act = table.action
+    is_x = (act == ACT_SPLIT) & (table.dev == top_dev)
+    if not bool(np.any(is_x)):
+        return None
+    n = len(q_rows)
+    out = np.zeros(n, dtype=np.int64)
+    qpos = np.full(len(table), -1, dtype=np.int64)
+    qpos[q_rows] = np.arange(n)
+    pending: dict[int, int] = {}
+    sec = table.sector
+    aux = table.aux
+    for r in np.flatnonzero(is_x | (qpos >= 0)).tolist():
+        if qpos[r] >= 0:
+            pending[int(sec[r])] = int(qpos[r])
+        else:
+            q = pending.pop(int(sec[r]), -1)
+            if q >= 0:
+                out[q] = int(aux[r]) - int(sec[r])
+    return out
+
+
+def _segments_from_splits(sector: npt.NDArray[np.int64], nr: npt.NDArray[np.int64],
+                          seg: npt.NDArray[np.int64], rwbs: npt.NDArray[np.int64],
+                          split_first: npt.NDArray[np.int64], lim: QueueLimits
+                          ) -> npt.NDArray[np.int64]:
+    """Memory layout of trace bios from the X events of the top device.
+
+    ``bio_split_to_limits`` (``bio_split_rw`` -> ``bvec_split_segs``) cuts a bio where its size
+    limits end or where ``max_segments`` segments are used up. A trace bio is replayed as one
+    contiguous buffer (``seg_bytes`` 0) unless the trace shows a cut the size limits do not
+    explain: then its pages were not physically contiguous (each page its own bvec, as
+    ``bio_iov_iter_get_pages`` adds them when no two are adjacent), and the bio is replayed with
+    page-sized runs if that reproduces the cut.
+    """
+    out = seg.copy()
+    for i in np.flatnonzero((split_first > 0) & (seg == 0)).tolist():
+        op = op_from_rwbs(int(rwbs[i]))
+        s, n, f = int(sector[i]), int(nr[i]), int(split_first[i])
+        if f >= front_len(s, n, lim, op):
+            continue
+        if front_len(s, n, lim, op, 0, PAGE_BYTES) == f:
+            out[i] = PAGE_BYTES
+    return out
 
 
 #: Trace formats that record every ``trace_block_plug`` (P): where they show none for a unit of
@@ -481,6 +541,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     else:
         sector, nr, seg = bios.sector, bios.nr_sectors, bios.seg_bytes
         time_ns, rwbs, pid, plug = bios.time_ns, bios.rwbs, bios.pid, bios.plug
+        first = bios.meta.get("split_first")
+        if first is not None and len(first) == len(sector):
+            seg = _segments_from_splits(sector, nr, seg, rwbs, np.asarray(first, np.int64),
+                                        eng.limits[top])
     if engine not in ("auto", "python", "fast"):
         raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
     if engine != "python":

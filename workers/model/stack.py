@@ -688,6 +688,43 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
     return Stack(node, notes)
 
 
+def md_member_sizes(examine: str, members: Sequence[str], *, array_sectors: int = 0,
+                    chunk_sectors: int = 0) -> tuple[int, ...]:
+    """Member data sizes (sectors) of an md array from ``mdadm --examine`` text.
+
+    ``rdev->sectors`` of a v1.x superblock is its ``data_size`` (``super_1_load``), which
+    ``--examine`` prints as ``Avail Dev Size``; ``linear_conf`` rounds it down to whole chunks
+    when the array has a chunk size (its ``end_sector`` of member *i* is the running sum).
+    ``members`` are the member names in raid-disk order (``vda``); a member with no section of
+    its own gets an equal share of what ``array_sectors`` (mdstat) leaves, else the size of
+    the examined member. Returns ``()`` when the text names no size.
+    """
+    known: dict[str, int] = {}
+    cur = None
+    for line in examine.splitlines():
+        head = re.match(r"^(/dev/)?(\S+):\s*$", line.strip())
+        if head and not line.startswith(" "):
+            cur = head.group(2)
+            continue
+        mo = re.search(r"Avail Dev Size\s*:\s*(\d+)\s*sectors", line)
+        if mo and cur is not None:
+            known[cur] = int(mo.group(1))
+    if not known:
+        return ()
+    missing = [m for m in members if m not in known]
+    share = 0
+    if missing and array_sectors > sum(known.get(m, 0) for m in members):
+        share = (array_sectors - sum(known.get(m, 0) for m in members)) // len(missing)
+    fallback = next(iter(known.values()))
+    out = []
+    for m in members:
+        s = known.get(m, share or fallback)
+        if chunk_sectors > 0:
+            s -= s % chunk_sectors
+        out.append(s)
+    return tuple(out)
+
+
 def with_limits(stack: Stack, overrides: Mapping[int, Mapping[str, Any]]) -> Stack:
     """A copy of ``stack`` with extra sysfs overrides per dev."""
     def rebuild(n: Node) -> Node:
@@ -700,4 +737,4 @@ def with_limits(stack: Stack, overrides: Mapping[int, Mapping[str, Any]]) -> Sta
 
 __all__ = ["APPROXIMATIONS", "Node", "Stack", "node_limits", "all_limits", "raid5_map",
            "raid6_map", "raid0_map", "raid10_copies", "raid10_geometry", "linear_map",
-           "resolve_kind", "stack_from_spec", "stack_from_manifest", "with_limits", "UNLIMITED"]
+           "md_member_sizes", "resolve_kind", "stack_from_spec", "stack_from_manifest", "with_limits", "UNLIMITED"]
