@@ -39,21 +39,24 @@ def check_class(state: Any) -> str:
 
 @register.filter
 def anchor_href(thread: Any) -> str:
-    """The address of what a thread is about: the comparison page with device, stage and
-    section in the query (the page's URL state) and the section or row as the fragment, or
-    the patch page at the diff line."""
-    from urllib.parse import urlencode
+    """The address of what a thread is about, in the comparison page's own address format
+    (``#dev=254,32&stage=Q&section=seek``, plus ``chart``, ``side`` and ``x=lo,hi`` for a chart
+    region; docs/urls.md) with ``?anchor=<thread>`` so the page highlights the row or chart;
+    or the patch page at the diff line (``#L<n>``)."""
+    from urllib.parse import quote
 
     a = thread.anchor or {}
     if thread.patch_id and not thread.comparison_id:
         base = thread.patch.get_absolute_url()
         return f"{base}#L{a.get('line')}" if a.get("line") else f"{base}#thread-{thread.pk}"
     base = thread.comparison.get_absolute_url()
-    query = {k: a[k] for k in ("dev", "stage", "section") if a.get(k)}
-    if thread.anchor_kind == "comparison" or not query:
+    state = {k: str(a[k]) for k in ("dev", "stage", "section", "chart", "side") if a.get(k)}
+    if a.get("x0") is not None and a.get("x1") is not None:
+        state["x"] = f"{a['x0']:g},{a['x1']:g}"
+    if thread.anchor_kind == "comparison" or not state:
         return f"{base}#thread-{thread.pk}"
-    frag = f"section-{a['section']}" if a.get("section") else f"thread-{thread.pk}"
-    return f"{base}?{urlencode(query)}&anchor={thread.pk}#{frag}"
+    frag = "&".join(f"{k}={quote(v, safe=',:')}" for k, v in state.items())
+    return f"{base}?anchor={thread.pk}#{frag}"
 
 
 @register.filter

@@ -118,7 +118,9 @@ def test_threads_on_chart_bar_and_metric_row_reply_resolve_counts(
     assert unresolved(page) == "1"
     assert page.locator(".thread.resolved .thread-state").text_content().startswith("resolved")
 
-    # the anchor link brings the row back, highlighted
+    # the anchor link (the page's own address format) brings the row back, highlighted
+    href = page.locator(".thread.resolved .anchor-link").get_attribute("href")
+    assert "?anchor=" in href and "#dev=" in href and "section=seek" in href, href
     page.evaluate("window.scrollTo(0, 0)")
     page.locator(".thread.resolved .anchor-link").click()
     page.wait_for_selector("#section-seek tr.anchor-highlight")
@@ -126,6 +128,10 @@ def test_threads_on_chart_bar_and_metric_row_reply_resolve_counts(
     # and the patch's page counts the comparison's open thread
     page.goto(f"{origin}{seed_comparison.patch.get_absolute_url()}")
     assert page.locator(".unresolved-total").get_attribute("data-count") == "1"
+    # the permalink opened afresh (as from a mail) scrolls to the row and highlights it
+    page.goto(f"{origin}{href}")
+    page.wait_for_selector("#section-seek tr.anchor-highlight")
+    assert page.locator("#section-seek tr.anchor-highlight").get_attribute("data-metric") == metric
     assert not page.dialogs
 
 
