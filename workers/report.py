@@ -381,6 +381,19 @@ def header_lines(header: ReportHeader, runs: Mapping[str, Any], runs_note: str |
     return out
 
 
+def environment_lines(comparison: Mapping[str, Any]) -> list[str]:
+    """The environment consistency gate's warnings, first in the report (nothing when the two
+    sides differ only in what the patch is about)."""
+    env = comparison.get("environment") or {}
+    if not env.get("warn"):
+        return []
+    out = ["WARNING: the environment differs beyond the patch:"]
+    for item in env.get("unexpected") or []:
+        out += textwrap.wrap(str(item), WIDTH, initial_indent="  - ",
+                             subsequent_indent="    ")
+    return out + [""]
+
+
 def render_report(comparison: Mapping[str, Any], *, title: str | None = None,
                   header: ReportHeader | None = None,
                   model: Mapping[str, Any] | None = None,
@@ -405,6 +418,7 @@ def render_report(comparison: Mapping[str, Any], *, title: str | None = None,
         header = ReportHeader(**{**header.__dict__, "title": title})
     lines = header_lines(header, comparison.get("runs", {}), comparison.get("runs_note"))
     lines.append("")
+    lines += environment_lines(comparison)
     lines += summary_lines(comparison) + [""]
     sides = comparison.get("sides", {})
     names = {k: v.get("name", k) for s in sides.values()

@@ -50,3 +50,33 @@ def test_exit_code_3_on_usage_and_input_errors(tmp_path, capsys) -> None:
     code = main(["compare", str(bad), "--", run])
     err = capsys.readouterr().err
     assert code == 3 and "Traceback" not in err and "error:" in err
+
+
+def _bundle(tmp_path: Path, name: str, scheduler: str) -> str:
+    d = tmp_path / name
+    d.mkdir()
+    (d / "trace.blkparse.txt").write_text((DEMO / "seed000_before.blkparse.txt").read_text())
+    (d / "blkreview.toml").write_text(
+        'kernel = "6.1.0-57-amd64"\n[workload]\ncommand = "dd if=/dev/sda bs=64k"\n'
+        f'[limits."8,0"]\nscheduler = "{scheduler}"\nnr_requests = 64\nmax_sectors_kb = 1280\n')
+    return str(d)
+
+
+def test_environment_gate_warns_at_the_top_of_the_report(tmp_path, capsys) -> None:
+    """Same trace and kernel on both sides, but the baseline ran on mq-deadline and the
+    patched run on none: the CLI computes the consistency gate, prints its warning before the
+    summary, and rule_environment (warning by default) makes the check warn (exit 1). With the
+    same scheduler on both sides there is no warning and the check succeeds."""
+    code = main(["compare", _bundle(tmp_path, "a", "mq-deadline"), "--",
+                 _bundle(tmp_path, "b", "none")])
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    warn = next(i for i, line in enumerate(lines) if line.startswith("WARNING: the environment"))
+    assert "scheduler of " in lines[warn + 1] and "mq-deadline -> none" in lines[warn + 1]
+    assert warn < next(i for i, line in enumerate(lines) if line.startswith("Check:"))
+    assert warn < 8  # at the top: right after the header
+    assert "Check: WARNING" in out and code == 1
+    assert main(["compare", _bundle(tmp_path, "c", "none"), "--",
+                 _bundle(tmp_path, "d", "none")]) == 0
+    out = capsys.readouterr().out
+    assert "environment differs" not in out and "Check: SUCCESS" in out

@@ -103,6 +103,31 @@ def header_from(args: argparse.Namespace, base_manifest: Any, patched_manifest: 
                         has_patch=bool(args.message_id or args.title))
 
 
+def environment_of(base: tuple[dict[str, Any], Any], patched: tuple[dict[str, Any], Any],
+                   args: argparse.Namespace) -> dict[str, Any]:
+    """The environment consistency gate of the two sides' first runs, as the web computes it:
+    fingerprints from the manifests (``--baseline-kernel`` etc. when a manifest is silent) and
+    the fields the two kernels' presets set differently as what the patch may change."""
+    from dataclasses import asdict
+
+    from workers.analyzers.environment import consistency, fingerprint
+    from workers.model.presets import preset_difference
+
+    fps = []
+    for (res, manifest), kernel in ((base, args.baseline_kernel),
+                                    (patched, args.patched_kernel)):
+        m = asdict(manifest) if manifest is not None else None
+        if m is not None and kernel:
+            m["kernel"] = kernel
+        fps.append(fingerprint(m, kernel=kernel or "", workload=args.workload or "",
+                               results=res))
+    fields = [kv.split("=", 1)[0] for kv in preset_difference(fps[0]["kernel"],
+                                                              fps[1]["kernel"])]
+    out = consistency(fps[0], fps[1], policy_fields=fields)
+    out["sides"] = {"baseline": fps[0], "patched": fps[1]}
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from workers.cli.analyze import load_run
 
@@ -127,8 +152,9 @@ def run(args: argparse.Namespace) -> int:
         # each argument is one run: a file, an archive, or a directory (one bundle)
         loaded_b = [load_run([r], ns) for r in base]
         loaded_p = [load_run([r], ns) for r in patched]
+        env = environment_of(loaded_b[0], loaded_p[0], args)
         cmp = with_summary(compare([r for r, _ in loaded_b], [r for r, _ in loaded_p],
-                                   thresholds=overrides or None))
+                                   thresholds=overrides or None, environment=env))
     except UsageError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return EXIT_USAGE
