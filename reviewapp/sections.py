@@ -969,21 +969,34 @@ def occupancy_chart(occ: Mapping[str, Mapping[str, Any] | None],
 def add_occupancy(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
                   throughput: dict[str, Any], model_payload: dict[str, Any],
                   model: Mapping[str, Any] | None, dev: str) -> None:
-    """The occupancy chart in the throughput section (first run of each side) and, beside the
-    observed baseline, the model's predictions for the old and the new policy."""
+    """The occupancy chart in the throughput section, one per run (tagged ``run`` for the page's
+    run selector, as the LBA and time-series views, when a side has several runs), its mean and
+    max per run, and, beside the observed baseline, the model's predictions for the old and the
+    new policy."""
     occ = {s: (per_side[s][0].get("occupancy") if per_side.get(s) else None) for s in SIDES}
-    c = occupancy_chart(occ)
-    if c:
+    n = max((len(v) for v in per_side.values()), default=0)
+    rows: list[list[Any]] = []
+    for i in range(n):
+        occ_i = {s: (per_side[s][min(i, len(per_side[s]) - 1)].get("occupancy")
+                     if per_side.get(s) else None) for s in SIDES}
+        c = occupancy_chart(occ_i)
+        if not c:
+            continue
+        if n > 1:
+            c["run"] = i
         throughput.setdefault("charts", []).append(c)
-        mx = {s: ((o or {}).get("inflight") or {}).get("overall_max") for s, o in occ.items()}
+        run = f", run {i + 1}" if n > 1 else ""
+        mx = {s: ((o or {}).get("inflight") or {}).get("overall_max") for s, o in occ_i.items()}
         mean = {s: ((o or {}).get("inflight") or {}).get("overall_mean")
-                for s, o in occ.items()}
+                for s, o in occ_i.items()}
+        rows += [[f"mean in flight{run}", *(None if mean[s] is None else f"{mean[s]:.3f}"
+                                            for s in SIDES)],
+                 [f"max in flight{run}", *(mx[s] for s in SIDES)]]
+    if rows:
         throughput.setdefault("tables", []).append({
-            "id": "occupancy", "title": "Requests in flight (D..C, first run)",
-            "columns": ["", "Baseline", "Patched"],
-            "rows": [["mean in flight", *(None if mean[s] is None else f"{mean[s]:.3f}"
-                                           for s in SIDES)],
-                     ["max in flight", *(mx[s] for s in SIDES)]]})
+            "id": "occupancy", "title": "Requests in flight (D..C"
+            + (", every run)" if n > 1 else ")"),
+            "columns": ["", "Baseline", "Patched"], "rows": rows})
     if not model or model.get("state") != "ok":
         return
     pdev = (model.get("device_map") or {}).get(dev, dev)

@@ -128,6 +128,12 @@ def test_three_runs_per_side_give_one_chart_per_run_and_a_run_selector(db, user,
     assert lba[0]["panels"][0]["figure"] != lba[1]["panels"][0]["figure"]
     throughput = _payload(comparison, "throughput", "8,0")
     assert sorted(c["run"] for c in throughput["charts"] if c["id"] == "mbps") == [0, 1, 2]
+    # occupancy (D..C in flight, G..D in the scheduler): one chart per run, the same selector
+    occ = [c for c in throughput["charts"] if c["id"] == "occupancy"]
+    assert [c["run"] for c in occ] == [0, 1, 2]
+    assert occ[0]["panels"][1]["figure"] != occ[2]["panels"][1]["figure"]
+    table = next(t for t in throughput["tables"] if t["id"] == "occupancy")
+    assert [r[0] for r in table["rows"]][-2:] == ["mean in flight, run 3", "max in flight, run 3"]
     html = client.get(comparison.get_absolute_url()).content.decode()
     assert '<select id="run-select"' in html and '<option value="2">run 3</option>' in html
 
