@@ -30,6 +30,7 @@ urlpatterns = [
     path("series/<int:pk>/trailers.txt", series.series_trailers, name="series-trailers"),
     path("patches/<int:pk>/", series.patch_detail, name="patch-detail"),
     path("patches/<int:pk>/verdicts/", series.patch_verdict, name="patch-verdict"),
+    path("patches/<int:pk>/state/", series.patch_state, name="patch-state"),
     path("patches/<int:pk>/trailers.txt", series.patch_trailers, name="patch-trailers"),
     path("comparisons/<int:pk>/threads/", threads.comparison_thread_create,
          name="comparison-thread-create"),

@@ -288,11 +288,29 @@ class PatchListApi(generics.ListAPIView):
         return patch_list_for_user(self.request.user).order_by("-created", "-pk")
 
 
+class PatchStateInput(serializers.Serializer):
+    state = serializers.ChoiceField(choices=c.PATCH_STATES)
+
+
 class PatchDetailApi(APIView):
     @extend_schema(operation_id="patch_retrieve",
                    responses={200: PatchDetailOutput, 404: ErrorSerializer})
     def get(self, request: Request, version: str, pk: int) -> Response:
         patch = patch_get_for_user(pk=pk, user=request.user)
+        return Response(PatchDetailOutput(patch, context={"request": request}).data)
+
+    @extend_schema(operation_id="patch_state_update", request=PatchStateInput,
+                   responses={200: PatchDetailOutput, 400: ErrorSerializer,
+                              401: ErrorSerializer, 403: ErrorSerializer,
+                              404: ErrorSerializer})
+    def patch(self, request: Request, version: str, pk: int) -> Response:
+        """Change the review state (the patch's submitter, write grants, staff)."""
+        from reviewapp.services.checks import patch_state_set
+
+        patch = patch_get_for_user(pk=pk, user=request.user)
+        ser = PatchStateInput(data=request.data)
+        ser.is_valid(raise_exception=True)
+        patch_state_set(patch=patch, user=request.user, state=ser.validated_data["state"])
         return Response(PatchDetailOutput(patch, context={"request": request}).data)
 
 

@@ -32,3 +32,24 @@ def check_create(*, patch: Patch, user: Any, context: str, state: str, descripti
                      payload={"check": chk.pk, "context": context, "state": state,
                               "summary": f"{context}: {state}"})
     return chk
+
+
+def patch_state_set(*, patch: Patch, user: Any, state: str) -> Patch:
+    """Set a patch's review state (Patchwork's names); who may change the patch may."""
+    from reviewapp.access import can_change_patch
+
+    if not can_change_patch(user, patch):
+        raise NotAllowed("only the patch's submitter (or whom they share it with for changes) "
+                         "can change its state")
+    if state not in dict(c.PATCH_STATES):
+        raise UploadRejected(f"state: one of {', '.join(dict(c.PATCH_STATES))}", field="state")
+    if state == patch.state:
+        return patch
+    old = patch.state
+    with transaction.atomic():
+        patch.state = state
+        patch.save(update_fields=["state"])
+        event_create(kind=c.EVENT_PATCH_STATE_CHANGED, actor=user, patch=patch,
+                     payload={"previous_state": old, "current_state": state,
+                              "summary": f"{old} -> {state}"})
+    return patch

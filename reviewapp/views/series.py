@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from reviewapp import constants as c
-from reviewapp.access import can_change_series
+from reviewapp.access import can_change_patch, can_change_series
 from reviewapp.diffview import diff_lines
 from reviewapp.models import Event, Series, Verdict
 from reviewapp.selectors import (
@@ -185,6 +185,7 @@ def patch_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "verdicts": list(patch.verdicts.select_related("user")),
         "timeline": patch_timeline(patch, comparisons),
         "states": c.PATCH_STATES,
+        "can_change_patch": can_change_patch(request.user, patch),
         "verdict_form": VerdictForm(),
         "sharing": sharing_context(patch, request.user),
     })
@@ -285,3 +286,18 @@ def series_trailers(request: HttpRequest, pk: int) -> HttpResponse:
             parts.append(res.report.rstrip())
     return _text("\n\n".join(parts) + "\n", f"blkreview-series-{series.pk}-trailers.txt",
                  request.GET.get("inline") == "1")
+
+
+@login_required
+@require_POST
+def patch_state(request: HttpRequest, pk: int) -> HttpResponse:
+    """Change the patch's review state (submitter, write grants, staff)."""
+    from reviewapp.services.checks import patch_state_set
+
+    patch = patch_get_for_user(pk=pk, user=request.user)
+    try:
+        patch_state_set(patch=patch, user=request.user, state=request.POST.get("state", ""))
+        messages.success(request, f"State: {patch.get_state_display()}.")
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect(patch)

@@ -188,3 +188,20 @@ def test_swagger_and_redoc_served_with_local_assets(client):
         html = client.get(url).content.decode()
         assert "/static/drf_spectacular_sidecar/" in html, url
         assert "cdn.jsdelivr" not in html and "unpkg" not in html
+
+
+def test_patch_state_change_by_submitter_only(api_client, check, other_user):
+    """The submitter sets a state (event patch-state-changed); others get 403; bad state 400."""
+    v1, _ = create(api_client, check, "series_split_head_v1.mbox")
+    pid = v1["patches"][0]["id"]
+    r = api_client.patch(f"/api/v1/patches/{pid}/", {"state": "accepted"}, format="json")
+    assert check(r, "patch", "/api/v1/patches/{id}/")["state"] == "accepted"
+    r = api_client.patch(f"/api/v1/patches/{pid}/", {"state": "merged!"}, format="json")
+    assert r.status_code == 400 and check(r, "patch", "/api/v1/patches/{id}/")["fields"]
+    ev = check(api_client.get("/api/v1/events/?kind=patch-state-changed"), "get",
+               "/api/v1/events/")
+    assert ev["results"][0]["payload"]["current_state"] == "accepted"
+    other = APIClient()
+    other.force_authenticate(other_user)
+    r = other.patch(f"/api/v1/patches/{pid}/", {"state": "rejected"}, format="json")
+    assert r.status_code == 403 and check(r, "patch", "/api/v1/patches/{id}/")

@@ -166,3 +166,13 @@ def test_upload_for_series_patch_with_fixes_pairing(logged_in_client, user, seed
         "patch": str(fix.pk), "baseline_from": "999999",
         "patched_files": SimpleUploadedFile("p3.txt", seed000_after)})
     assert resp.status_code == 400 and "Choose one of the offered" in resp.content.decode()
+
+
+def test_patch_state_form_for_the_submitter(logged_in_client, user):
+    """The submitter sees the state form and sets 'accepted'."""
+    s = series_create_from_mail(data=mbox("series_split_head_v1.mbox"), user=user)
+    p = s.patches.get(position=1)
+    assert 'id="patch-state-form"' in logged_in_client.get(f"/patches/{p.pk}/").content.decode()
+    logged_in_client.post(f"/patches/{p.pk}/state/", {"state": "accepted"})
+    p.refresh_from_db()
+    assert p.state == "accepted"
