@@ -175,16 +175,22 @@ def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: s
 
 
 def export_subset(src: Path, dest: Path, *, kernels: list[str] | None = None,
-                  only: list[str] | None = None, max_bundle_bytes: int = 400_000) -> list[str]:
-    """Copy captured bundles into ``dest/<split>/<kernel>/<case>.tar.zst`` (regression data).
+                  only: list[str] | None = None, max_bundle_bytes: int = 700_000) -> list[str]:
+    """Unpack captured bundles into ``dest/<split>/<kernel>/<case>/`` (regression data).
 
-    Keeps cells whose kernel is in ``kernels`` (all when None), whose case matches one of
-    ``only`` (all when None) and whose archive is at most ``max_bundle_bytes``; writes
-    ``dest/index.json`` with those cells. Returns the copied cell keys.
+    Capture directories (a ``blkreview.toml`` beside the traces) are what both the ingester
+    and ``python -m workers fidelity`` read. Keeps cells whose kernel is in ``kernels`` (all
+    when None), whose case matches one of ``only`` (all when None) and whose unpacked size is
+    at most ``max_bundle_bytes``; writes ``dest/index.json`` with those cells (``bundle`` is
+    the directory, relative to ``dest``). Returns the copied cell keys.
 
     Raises:
         LabError: ``src`` has no index.json (nothing captured there).
     """
+    import tarfile
+
+    import zstandard
+
     index_path = src / "index.json"
     if not index_path.exists():
         raise LabError(f"{src}: no index.json (capture the matrix first)")
@@ -199,11 +205,25 @@ def export_subset(src: Path, dest: Path, *, kernels: list[str] | None = None,
         if pats and not any(p.search(cell["case"]) for p in pats):
             continue
         archive = src / cell["bundle"]
-        if not archive.exists() or archive.stat().st_size > max_bundle_bytes:
+        if not archive.exists():
             continue
-        rel = Path(cell["split"]) / cell["kernel"] / archive.name
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(archive, dest / rel)
+        with archive.open("rb") as raw, \
+                zstandard.ZstdDecompressor().stream_reader(raw) as zr, \
+                tarfile.open(fileobj=zr, mode="r|") as tar:
+            members = {}
+            for m in tar:
+                f = tar.extractfile(m) if m.isfile() else None
+                if f is not None and "/" in m.name and ".." not in m.name:
+                    members[m.name.split("/", 1)[1]] = f.read()
+        if sum(len(v) for v in members.values()) > max_bundle_bytes:
+            continue
+        rel = Path(cell["split"]) / cell["kernel"] / cell["case"]
+        out = dest / rel
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        for name, data in members.items():
+            (out / Path(name).name).write_bytes(data)
         kept[key] = dict(cell, bundle=str(rel))
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "index.json").write_text(json.dumps({"cells": kept}, indent=1, sort_keys=True))

@@ -143,8 +143,23 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: P
 
 
 def test_export_subset_keeps_ok_small_matching_cells(tmp_path: Path) -> None:
-    """Only captured, small, matching cells are copied, under their split and kernel."""
+    """Only captured, small, matching cells are unpacked, under their split and kernel."""
+    import io
+    import tarfile
+
+    import zstandard
+
     from workers.lab.matrix import export_subset
+
+    def bundle(path: Path, case: str, size: int) -> None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name, data in (("blkreview.toml", b'kernel = "x"\n'),
+                               ("md0.blktrace.0", b"t" * size)):
+                info = tarfile.TarInfo(f"{case}/{name}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        path.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
 
     src = tmp_path / "src"
     cells = {}
@@ -157,15 +172,17 @@ def test_export_subset_keeps_ok_small_matching_cells(tmp_path: Path) -> None:
             ("7.2.13+deb14-amd64", "r0_x", "calibration", True, 100)):
         rel = f"{kernel}/{case}.tar.zst"
         (src / kernel).mkdir(parents=True, exist_ok=True)
-        (src / rel).write_bytes(b"x" * size)
+        bundle(src / rel, case, size)
         cells[f"{kernel}/{case}"] = {"kernel": kernel, "case": case, "split": split,
                                      "ok": ok, "bundle": rel if ok else None}
     (src / "index.json").write_text(json.dumps({"cells": cells}))
     dest = tmp_path / "dest"
     kept = export_subset(src, dest, only=["^r5_"], max_bundle_bytes=1000)
     assert kept == ["6.1.0-57-amd64/r5_a", "6.1.0-57-amd64/r5_b", "7.2.13+deb14-amd64/r5_a"]
-    assert (dest / "evaluation/6.1.0-57-amd64/r5_b.tar.zst").exists()
+    got = dest / "evaluation/6.1.0-57-amd64/r5_b"
+    assert (got / "md0.blktrace.0").read_bytes() == b"t" * 100
+    assert (got / "blkreview.toml").exists()
     index = json.loads((dest / "index.json").read_text())["cells"]
-    assert index["6.1.0-57-amd64/r5_a"]["bundle"] == "calibration/6.1.0-57-amd64/r5_a.tar.zst"
+    assert index["6.1.0-57-amd64/r5_a"]["bundle"] == "calibration/6.1.0-57-amd64/r5_a"
     with pytest.raises(LabError, match="no index.json"):
         export_subset(tmp_path / "nothing", dest)
