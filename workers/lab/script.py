@@ -131,10 +131,18 @@ dump_md() {  # /sys/block/md0/md/* as "attr value" lines
   local f v
   for f in /sys/block/md0/md/*; do [ -f "$f" ] && [ -r "$f" ] || continue
     v=""; read -r v < "$f" 2>/dev/null; echo "${f##*/} $v"; done; }
-wait_relay() {  # NAME...: blktrace's per-CPU relay files appear late under TCG
-  local d n
-  for d in "$@"; do for n in $(seq 600); do
-    [ -e /sys/kernel/debug/block/$d/trace$((NCPU-1)) ] && break; sleep 0.1; done; done; }
+wait_relay() {  # PID NAME...: blktrace's per-CPU relay files appear late under TCG
+  local pid=$1 d n; shift
+  for d in "$@"; do for n in $(seq 300); do
+    [ -e /sys/kernel/debug/block/$d/trace$((NCPU-1)) ] && break
+    kill -0 "$pid" 2>/dev/null || return 1; sleep 0.1; done; done; }
+devname() {  # PATH -> kernel name (dm's /dev/mapper nodes are not links without udev)
+  local p mm
+  p=$(readlink -f "$1")
+  if [ -e "/sys/class/block/${p##*/}" ]; then echo "${p##*/}"; return; fi
+  mm=$(stat -L -c '%t %T' "$p") || return 1
+  p=$(readlink -f "/sys/dev/block/$((16#${mm% *})):$((16#${mm#* }))")
+  echo "${p##*/}"; }
 """
 
 
@@ -175,12 +183,11 @@ def _case_body(case: Case) -> str:
                          "{ fail 'file system setup failed'; rc=1; }")
     trace_devs = [top] + [m for m in members if m != top]
     lines += [
-        f'    TOPN=$(basename "$(readlink -f {top})")',
+        f'    TOPN=$(devname {top})',
         "    NAMES=$TOPN",
-        f"    for m in {' '.join(members)}; do NAMES=\"$NAMES $(basename \"$(readlink -f $m)\")\";"
-        " done",
+        f"    for m in {' '.join(members)}; do NAMES=\"$NAMES $(devname $m)\"; done",
         '    { echo "top $TOPN $(cat /sys/class/block/$TOPN/dev)"',
-        f"      for m in {' '.join(members)}; do n=$(basename \"$(readlink -f $m)\");"
+        f"      for m in {' '.join(members)}; do n=$(devname $m);"
         ' echo "member $n $(cat /sys/class/block/$n/dev)"; done',
         '    } > "$OUT/devices.txt"',
         '    for n in $NAMES; do dump_queue "$n"; done > "$OUT/queue_limits.txt"',
@@ -201,7 +208,7 @@ def _case_body(case: Case) -> str:
         '    BTARGS=""; for n in $NAMES; do BTARGS="$BTARGS -d /dev/$n"; done',
         '    blktrace -b 1024 -n 8 -D "$T" $BTARGS > "$OUT/blktrace.log" 2>&1 &',
         "    local BT=$!",
-        "    wait_relay $NAMES",
+        '    wait_relay "$BT" $NAMES || fail "blktrace stopped early: $(tail -3 "$OUT/blktrace.log")"',
         f'    say "case {case.name} workload {_q1(wl.spec)}"']
     for c in wl.commands:
         lines.append(f"    cmd {shlex.quote(_subst(c, values))} || wrc=$?")
@@ -250,7 +257,7 @@ def _setting_lines(s: Setting, raw: list[str], top: str, members: list[str]) -> 
     out = []
     for d in devs:
         name = d.rsplit("/", 1)[-1]
-        out.append(f'  n=$(basename "$(readlink -f {d})"); save_default "$n" {s.attr}; '
+        out.append(f'  n=$(devname {d}); save_default "$n" {s.attr}; '
                    f"cmd \"echo {s.value} > /sys/block/$n/queue/{s.attr}\" || "
                    f"fail 'setting {s.text} on {name} failed'")
     return out
