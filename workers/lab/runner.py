@@ -200,4 +200,10 @@ def _collect(case: Case, share: Path, kdir: Path, kernel: Kernel, accel: str,
     if not manifest["kernel"]:
         manifest["kernel"] = kernel.version
     archive = write_bundle(cdir, kdir, manifest)
+    top_name = next((ln.split()[1] for ln in (cdir / "devices.txt").read_text().splitlines()
+                     if ln.startswith("top ")), "")
+    traced = sum(f.stat().st_size for f in cdir.glob(f"{top_name}.blktrace.*"))
+    if not failed and traced < 1024:
+        failed = (f"the trace of {top_name} is (nearly) empty ({traced} bytes): blktrace "
+                  "did not record the workload")
     return CaseResult(case.name, not failed, failed, archive, kdir / case.name, output)

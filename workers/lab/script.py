@@ -135,7 +135,12 @@ wait_relay() {  # PID NAME...: blktrace's per-CPU relay files appear late under 
   local pid=$1 d n; shift
   for d in "$@"; do for n in $(seq 300); do
     [ -e /sys/kernel/debug/block/$d/trace$((NCPU-1)) ] && break
-    kill -0 "$pid" 2>/dev/null || return 1; sleep 0.1; done; done; }
+    kill -0 "$pid" 2>/dev/null || return 1; sleep 0.1; done; done
+  sleep 2; }  # setup (the files) comes just before start: let start happen
+wait_gone() {  # NAME...: the previous trace of the same queue must be torn down first
+  local d n
+  for d in "$@"; do for n in $(seq 100); do
+    [ -e /sys/kernel/debug/block/$d/trace0 ] || break; sleep 0.1; done; done; }
 devname() {  # PATH -> kernel name (dm's /dev/mapper nodes are not links without udev)
   local p mm
   p=$(readlink -f "$1")
@@ -206,6 +211,7 @@ def _case_body(case: Case) -> str:
         '    sync; echo 3 > /proc/sys/vm/drop_caches',
         f'    say "case {case.name} tracing {" ".join(trace_devs)}"',
         '    BTARGS=""; for n in $NAMES; do BTARGS="$BTARGS -d /dev/$n"; done',
+        "    wait_gone $NAMES",
         '    blktrace -b 1024 -n 8 -D "$T" $BTARGS > "$OUT/blktrace.log" 2>&1 &',
         "    local BT=$!",
         '    wait_relay "$BT" $NAMES || fail "blktrace stopped early: $(tail -3 "$OUT/blktrace.log")"',
