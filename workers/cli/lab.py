@@ -48,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     w.add_argument("--set", action="append", default=[], dest="settings", metavar="SETTING",
                    help="queue setting [top|members|all|vdX:]attr=value, e.g. "
                         "max_sectors_kb=1024, members:scheduler=mq-deadline")
-    w.add_argument("--disk", default="", metavar="SPEC",
-                   help="virtio disks: size=1G,rotational=0,queues=2,depth=256,lbs=512")
+    w.add_argument("--disk", action="append", default=[], metavar="SPEC",
+                   help="virtio disks: size=1G,rotational=0,queues=2,depth=256,lbs=512; "
+                        "vdc:lbs=4096 (or 2:...) sets one disk; repeat")
     w.add_argument("--matrix", type=Path, metavar="FILE",
                    help="run a matrix file (kernels x cases), e.g. workers/lab/matrix.toml")
     w.add_argument("--only", action="append", default=[], metavar="REGEX",
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from workers.lab import kernels as K
-    from workers.lab.qemu import DiskSpec, parse_disk_spec
+    from workers.lab.qemu import parse_disk_args
     from workers.lab.runner import run_kernel
     from workers.lab.script import Case
 
@@ -122,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
             return 0 if kept else 1
         return run_matrix(args.matrix, args.out, only=args.only, accel=args.accel,
                           progress=clock, kernels=args.kernel or None)
-    disk = parse_disk_spec(args.disk) if args.disk else DiskSpec()
+    disk, overrides = parse_disk_args(args.disk)
     workloads = args.workload or ["dd bs=1M count=64 iflag=direct"]
     cases = [Case.make(_case_name(args.stack, w, i), args.stack, w, args.settings)
              for i, w in enumerate(workloads, 1)]
@@ -162,7 +163,8 @@ def _run(args: argparse.Namespace) -> int:
         else:
             kernel = K.fetch_debian(how[1], progress=clock)
         clock(f"kernel {kernel.version}: {kernel.source}")
-        res = run_kernel(kernel, cases, args.out, disk=disk, accel=args.accel,
+        res = run_kernel(kernel, cases, args.out, disk=disk, disk_overrides=overrides,
+                         accel=args.accel,
                          memory_mb=args.memory, cpus=args.cpus, role=side, progress=clock,
                          timeout=args.timeout, keep_scratch=args.keep_scratch)
         results.append(res)

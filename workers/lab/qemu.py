@@ -79,6 +79,32 @@ def parse_disk_spec(text: str) -> DiskSpec:
     return spec
 
 
+def parse_disk_args(args: list[str]) -> tuple[DiskSpec, dict[int, DiskSpec]]:
+    """``--disk`` values: one without a prefix sets every disk; ``vdc:lbs=4096`` (or
+    ``2:lbs=4096``) overrides one disk, starting from the default.
+
+    Raises:
+        LabError: a bad spec or disk name.
+    """
+    default_text = ""
+    per: dict[int, str] = {}
+    for a in args:
+        head, sep, rest = a.partition(":")
+        if sep and "=" not in head:
+            if re.fullmatch(r"vd[a-p]", head):
+                idx = ord(head[2]) - ord("a")
+            elif head.isdigit() and int(head) < 16:
+                idx = int(head)
+            else:
+                raise LabError(f"--disk {a!r}: name a disk as vda..vdp or 0..15")
+            per[idx] = ",".join(x for x in (per.get(idx, ""), rest) if x)
+        else:
+            default_text = ",".join(x for x in (default_text, a) if x)
+    default = parse_disk_spec(default_text) if default_text else DiskSpec()
+    return default, {i: parse_disk_spec(",".join(x for x in (default_text, t) if x))
+                     for i, t in per.items()}
+
+
 def accel_support() -> tuple[bool, bool]:
     """(KVM usable: /dev/kvm opens read-write, TCG compiled into qemu)."""
     kvm = False
@@ -153,9 +179,10 @@ def accel_args(accel: str) -> list[str]:
 
 
 def qemu_command(*, image: Path, initrd: Path, disks: list[Path], disk: DiskSpec, share: Path,
-                 accel: str, memory_mb: int = 4096, cpus: int = 2,
-                 append: str = "") -> list[str]:
-    """The full qemu command line of one boot."""
+                 accel: str, memory_mb: int = 4096, cpus: int = 2, append: str = "",
+                 overrides: dict[int, DiskSpec] | None = None) -> list[str]:
+    """The full qemu command line of one boot (``overrides``: per-disk specs by index)."""
+    overrides = overrides or {}
     cmd = [QEMU, *accel_args(accel), "-m", str(memory_mb), "-smp", str(cpus),
            "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
            "-nodefaults", "-kernel", str(image), "-initrd", str(initrd),
@@ -165,18 +192,20 @@ def qemu_command(*, image: Path, initrd: Path, disks: list[Path], disk: DiskSpec
     for i, path in enumerate(disks):
         cmd += ["-drive", f"file={path},if=none,id=d{i},format=raw,cache=writeback,"
                           "discard=unmap,aio=threads",
-                "-device", f"virtio-blk-pci,drive=d{i},{disk.qemu_props()}"]
+                "-device", f"virtio-blk-pci,drive=d{i},{overrides.get(i, disk).qemu_props()}"]
     return cmd
 
 
-def make_disks(directory: Path, count: int, disk: DiskSpec) -> list[Path]:
+def make_disks(directory: Path, count: int, disk: DiskSpec,
+               overrides: dict[int, DiskSpec] | None = None) -> list[Path]:
     """Sparse raw files (they take no space until written)."""
+    overrides = overrides or {}
     directory.mkdir(parents=True, exist_ok=True)
     out = []
     for i in range(count):
         p = directory / f"disk{i}.raw"
         with p.open("wb") as f:
-            f.truncate(disk.size_mb << 20)
+            f.truncate(overrides.get(i, disk).size_mb << 20)
         out.append(p)
     return out
 

@@ -77,7 +77,8 @@ def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec |
                accel: str = "auto", memory_mb: int = 4096, cpus: int = 2,
                role: str | None = None, progress: Progress | None = None,
                boot_timeout: float = 420.0, timeout: float | None = None,
-               keep_scratch: bool = False, label: str = "") -> RunResult:
+               keep_scratch: bool = False, label: str = "",
+               disk_overrides: dict[int, DiskSpec] | None = None) -> RunResult:
     """Boot ``kernel`` once and run every case; one bundle per case that got to tracing.
 
     ``label`` names this boot's console log, script and results (``console.<label>.log``)
@@ -112,7 +113,9 @@ def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec |
         initrd = build_initramfs(root, kernel, scratch / "initrd.cpio")
         timings["initramfs_s"] = time.monotonic() - t1
         ndisks = disks_needed(cases)
-        script = guest_script(cases, disks=ndisks, rotational=disk.rotational)
+        over = disk_overrides or {}
+        script = guest_script(cases, disks=ndisks, rotational=disk.rotational,
+                              rotational_per_disk={i: d.rotational for i, d in over.items()})
         (share / "run.sh").write_text(script)
         sfx = f".{label}" if label else ""
         (kdir / f"run{sfx}.sh").write_text(script)
@@ -122,13 +125,14 @@ def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec |
             for j in jobs:
                 assert j is not None
                 shutil.copy2(j, share / "jobs" / j.name)
-        disks = make_disks(scratch / "disks", ndisks, disk)
+        disks = make_disks(scratch / "disks", ndisks, disk, over)
         limit = timeout or (600.0 + 300.0 * len(cases))
         result = None
         unfinished = ""
         for i, acc in enumerate(order):
             cmd = qemu_command(image=kernel.image, initrd=initrd, disks=disks, disk=disk,
-                               share=share, accel=acc, memory_mb=memory_mb, cpus=cpus)
+                               share=share, accel=acc, memory_mb=memory_mb, cpus=cpus,
+                               overrides=over)
             (kdir / f"qemu{sfx}.cmd").write_text(" ".join(cmd) + "\n")
             note(f"booting under {acc.upper()} with {ndisks} disk(s), {len(cases)} case(s)")
             try:
@@ -164,7 +168,8 @@ def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec |
                 run.cases.append(CaseResult(case.name, False, "the guest stopped before this "
                                             f"case finished: {unfinished[:1500]}"))
                 continue
-            run.cases.append(_collect(case, share, kdir, kernel, result.accel, disk, role))
+            run.cases.append(_collect(case, share, kdir, kernel, result.accel, disk, role,
+                                      over))
         (kdir / f"results{sfx}.json").write_text(json.dumps(
             {"kernel": kernel.version, "source": kernel.source, "accel": result.accel,
              "timings": timings, "cases": [c.to_json() for c in run.cases]}, indent=1))
@@ -176,7 +181,8 @@ def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec |
 
 
 def _collect(case: Case, share: Path, kdir: Path, kernel: Kernel, accel: str,
-             disk: DiskSpec, role: str | None) -> CaseResult:
+             disk: DiskSpec, role: str | None,
+             overrides: dict[int, DiskSpec] | None = None) -> CaseResult:
     cdir = share / "cases" / case.name
     if not cdir.exists():
         return CaseResult(case.name, False, "the guest never started this case")
@@ -193,6 +199,8 @@ def _collect(case: Case, share: Path, kdir: Path, kernel: Kernel, accel: str,
     workload = {"command": wl.shown(top_path), "spec": wl.spec, "kind": wl.kind,
                 "case": case.name}
     lab = {"accel": accel, "kernel_source": kernel.source, "disk": disk.to_json(),
+           "disk_overrides": {f"vd{chr(97 + i)}": d.to_json()
+                              for i, d in sorted((overrides or {}).items())},
            "stack_spec": st.spec, "settings": [s.text for s in case.settings],
            "notes": st.notes}
     manifest = build_manifest(cdir, stack_fields=st.manifest, workload=workload, lab=lab,

@@ -269,8 +269,10 @@ def _setting_lines(s: Setting, raw: list[str], top: str, members: list[str]) -> 
     return out
 
 
-def guest_script(cases: list[Case], *, disks: int = 0, rotational: int | None = None) -> str:
-    """The whole ``run.sh`` for one boot (``rotational`` set on every disk first, if given).
+def guest_script(cases: list[Case], *, disks: int = 0, rotational: int | None = None,
+                 rotational_per_disk: dict[int, int | None] | None = None) -> str:
+    """The whole ``run.sh`` for one boot (``rotational`` set on every disk first, if given;
+    ``rotational_per_disk`` overrides it per disk index).
 
     Raises:
         LabError: two cases share a name.
@@ -280,10 +282,11 @@ def guest_script(cases: list[Case], *, disks: int = 0, rotational: int | None = 
     if dup:
         raise LabError(f"case names must be unique: {', '.join(dup)}")
     parts = [_PRELUDE]
-    if rotational is not None:
-        for i in range(disks):
-            d = disk_path(i)[5:]
-            parts.append(f"echo {int(rotational)} > /sys/block/{d}/queue/rotational\n")
+    per = rotational_per_disk or {}
+    for i in range(disks):
+        rot = per.get(i, rotational)
+        if rot is not None:
+            parts.append(f"echo {int(rot)} > /sys/block/{disk_path(i)[5:]}/queue/rotational\n")
     for c in cases:
         parts.append(_case_body(c))
     parts.append('say "cases ' + str(len(cases)) + '"\n')

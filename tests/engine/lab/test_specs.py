@@ -174,3 +174,26 @@ def test_disk_spec_and_qemu_command(tmp_path: Path) -> None:
                      ("size=1M", "at least")):
         with pytest.raises(LabError, match=msg):
             parse_disk_spec(bad)
+
+
+def test_per_disk_overrides(tmp_path: Path) -> None:
+    """--disk sets every disk; vdX:... (or N:...) changes one, starting from the default."""
+    from workers.lab.qemu import make_disks, parse_disk_args
+
+    default, over = parse_disk_args(["size=256M,queues=1", "vdb:lbs=4096,rotational=0",
+                                     "2:size=512M"])
+    assert default == DiskSpec(size_mb=256, queues=1)
+    assert over[1] == DiskSpec(size_mb=256, queues=1, lbs=4096, rotational=0)
+    assert over[2] == DiskSpec(size_mb=512, queues=1)
+    paths = make_disks(tmp_path, 3, default, over)
+    assert [p.stat().st_size >> 20 for p in paths] == [256, 256, 512]
+    line = " ".join(qemu_command(image=tmp_path, initrd=tmp_path, disks=paths, disk=default,
+                                 share=tmp_path, accel="tcg", overrides=over))
+    assert "drive=d0,num-queues=1,queue-size=256,logical_block_size=512" in line
+    assert "drive=d1,num-queues=1,queue-size=256,logical_block_size=4096" in line
+    script = guest_script([Case.make("a", "raid0:disks=3", "dd bs=1M count=1")], disks=3,
+                          rotational=None, rotational_per_disk={1: 0})
+    assert "echo 0 > /sys/block/vdb/queue/rotational" in script
+    assert "/sys/block/vda/queue/rotational" not in script
+    with pytest.raises(LabError, match="vda..vdp"):
+        parse_disk_args(["sdz:lbs=4096"])
