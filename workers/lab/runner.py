@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -196,8 +197,11 @@ def _collect(case: Case, share: Path, kdir: Path, kernel: Kernel, accel: str,
         return CaseResult(case.name, False, failed or "stack not built", None, dest, output)
     st, wl = case.stack, case.workload
     top_path = st.top.replace("$D0", "/dev/vda")
-    workload = {"command": wl.shown(top_path), "spec": wl.spec, "kind": wl.kind,
-                "case": case.name}
+    workload: dict[str, object] = {"command": wl.shown(top_path), "spec": wl.spec,
+                                   "kind": wl.kind, "case": case.name}
+    moved = _dd_bytes(cdir / "output.txt") if wl.kind == "dd" else None
+    if moved is not None:
+        workload["bytes"] = moved  # what dd reported (less than bs*count on a small device)
     lab = {"accel": accel, "kernel_source": kernel.source, "disk": disk.to_json(),
            "disk_overrides": {f"vd{chr(97 + i)}": d.to_json()
                               for i, d in sorted((overrides or {}).items())},
@@ -214,4 +218,37 @@ def _collect(case: Case, share: Path, kdir: Path, kernel: Kernel, accel: str,
     if not failed and traced < 1024:
         failed = (f"the trace of {top_name} is (nearly) empty ({traced} bytes): blktrace "
                   "did not record the workload")
+    if not failed:
+        failed = _dd_check(case, kdir / case.name, manifest["stack"]["top"])
     return CaseResult(case.name, not failed, failed, archive, kdir / case.name, output)
+
+
+def _dd_bytes(output: Path) -> int | None:
+    """The byte count of dd's last ``N bytes (...) copied`` line, if any."""
+    text = output.read_text(errors="replace") if output.exists() else ""
+    moved = re.findall(r"^(\d+) bytes .*copied", text, re.M)
+    return int(moved[-1]) if moved else None
+
+
+def _dd_check(case: Case, bundle_dir: Path, top: str) -> str:
+    """A dd on the top device must show all its bytes as Q events there: else the trace
+    started late or lost events. Returns the reason, or "" when complete (or not a dd)."""
+    wl = case.workload
+    if wl.kind != "dd" or wl.on_fs or case.stack.kind in ("partition", "loop"):
+        return ""
+    # what dd itself says it moved (a device smaller than bs*count ends it early)
+    moved = _dd_bytes(bundle_dir / "output.txt")
+    if moved is None:
+        return ""
+    from workers.events import ACT_QUEUE, parse_dev
+    from workers.traces import ingest
+    from workers.traces.directory import directory_files
+
+    want = moved // 512
+    table = ingest(directory_files(bundle_dir, [])).table
+    q = (table.dev == parse_dev(top)) & (table.action == ACT_QUEUE)
+    got = int(table.nr_sectors[q].sum())
+    if got != want:
+        return (f"the trace is incomplete: Q events on {top} cover {got} sectors, dd moved "
+                f"{want} (blktrace started late or dropped events)")
+    return ""

@@ -131,12 +131,15 @@ dump_md() {  # /sys/block/md0/md/* as "attr value" lines
   local f v
   for f in /sys/block/md0/md/*; do [ -f "$f" ] && [ -r "$f" ] || continue
     v=""; read -r v < "$f" 2>/dev/null; echo "${f##*/} $v"; done; }
-wait_relay() {  # PID NAME...: blktrace's per-CPU relay files appear late under TCG
-  local pid=$1 d n; shift
-  for d in "$@"; do for n in $(seq 300); do
-    [ -e /sys/kernel/debug/block/$d/trace$((NCPU-1)) ] && break
-    kill -0 "$pid" 2>/dev/null || return 1; sleep 0.1; done; done
-  sleep 2; }  # setup (the files) comes just before start: let start happen
+wait_relay() {  # PID NDEV: wait until blktrace's per-CPU threads hold every relay file open
+  # (blktrace: setup_buts -> start_tracers -> start_buts; under TCG the threads take seconds
+  # to open their files and the trace only starts after that), then a second for the start
+  local pid=$1 want=$(( $2 * NCPU )) n have
+  for n in $(seq 600); do
+    have=$(ls -l /proc/$pid/fd 2>/dev/null | grep -c "/sys/kernel/debug/block/.*/trace[0-9]")
+    [ "$have" -ge "$want" ] && { sleep 1; return 0; }
+    kill -0 "$pid" 2>/dev/null || return 1; sleep 0.1; done
+  return 1; }
 wait_gone() {  # NAME...: the previous trace of the same queue must be torn down first
   local d n
   for d in "$@"; do for n in $(seq 100); do
@@ -214,7 +217,8 @@ def _case_body(case: Case) -> str:
         "    wait_gone $NAMES",
         '    blktrace -b 1024 -n 8 -D "$T" $BTARGS > "$OUT/blktrace.log" 2>&1 &',
         "    local BT=$!",
-        '    wait_relay "$BT" $NAMES || fail "blktrace stopped early: $(tail -3 "$OUT/blktrace.log")"',
+        '    NDEV=0; for n in $NAMES; do NDEV=$((NDEV+1)); done',
+        '    wait_relay "$BT" "$NDEV" || fail "blktrace did not start: $(tail -3 "$OUT/blktrace.log")"',
         f'    say "case {case.name} workload {_q1(wl.spec)}"']
     for c in wl.commands:
         lines.append(f"    cmd {shlex.quote(_subst(c, values))} || wrc=$?")

@@ -242,11 +242,12 @@ def _dm(kind: str, params: dict[str, str]) -> Stack:
         raise LabError(f"{kind} needs at least {_MIN_DISKS[kind]} disks, not {n}")
     members = _disk_list(n)
     if kind == "dm-linear":
-        lines = ['T=""', "OFF=0"]
+        # (LAB_TABLE, not T: the case function keeps its trace directory in $T)
+        lines = ['LAB_TABLE=""', "OFF=0"]
         for d in members:
-            lines.append(f'SZ=$(blockdev --getsz {d}); T="$T$OFF $SZ linear {d} 0\\n"; '
-                         "OFF=$((OFF+SZ))")
-        build = lines + ['printf "$T" | dmsetup create lab', "udev_wait /dev/mapper/lab"]
+            lines.append(f'SZ=$(blockdev --getsz {d}); LAB_TABLE="$LAB_TABLE$OFF $SZ linear '
+                         f'{d} 0\\n"; OFF=$((OFF+SZ))')
+        build = lines + ['printf "$LAB_TABLE" | dmsetup create lab', "udev_wait /dev/mapper/lab"]
         manifest: dict[str, Any] = {"kind": kind}
         known = {"disks"}
     else:
@@ -306,5 +307,5 @@ def _scsi_debug(params: dict[str, str]) -> Stack:
                build=[f"modprobe scsi_debug {args}", "udev_wait /dev/sda"],
                teardown=["rmmod scsi_debug"],
                manifest={"kind": "scsi_debug", "module_params": args})
-    st.modules = ["scsi_debug", "sd_mod"]
+    st.modules = ["sd_mod"]  # scsi_debug itself is loaded by the build, with its parameters
     return st

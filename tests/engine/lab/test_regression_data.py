@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from workers.events import ACT_ISSUE, ACT_QUEUE, ACT_REMAP, RWBS_DISCARD, RWBS_READ, RWBS_WRITE, parse_dev
+from workers.events import (
+    ACT_ISSUE,
+    ACT_QUEUE,
+    ACT_REMAP,
+    RWBS_DISCARD,
+    RWBS_READ,
+    RWBS_WRITE,
+    parse_dev,
+)
 from workers.lab.stacks import parse_size
 from workers.traces import ingest
 from workers.traces.directory import directory_files
@@ -61,7 +69,8 @@ def test_capture_ingests_and_keeps_block_layer_invariants(key: str, cell: dict[s
     spec = cell["workload"]
     reading = spec.startswith("dd") and "oflag" not in spec
     if spec.startswith("dd") and not cell["stack"].startswith(("partition", "loop")):
-        want = _dd_total_sectors(spec)
+        want = (int(man.workload["bytes"]) // 512 if "bytes" in man.workload
+                else _dd_total_sectors(spec))
         direction = RWBS_READ if reading else RWBS_WRITE
         got = int(t.nr_sectors[q & ((t.rwbs & direction) != 0)].sum())
         assert got == want, f"{key}: top Q sectors {got} != dd's {want}"
