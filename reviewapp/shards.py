@@ -13,7 +13,9 @@ files (per-CPU blktrace files, several captures), the analysis task becomes the 
    single-task merge (one comm map and genesis across per-CPU files, time order, manifest),
    then analyzes and stores as usual, and deletes the parts.
 
-A claim whose lease ran out without a part (its worker died) is taken over by the coordinator.
+A claim whose lease ran out without a part (its worker died) is taken over by the coordinator;
+when the merge has everything, every claim is held until its lease ends, so a shard task that
+is delivered late finds its file taken and does nothing.
 A shard that fails to parse leaves no part; the coordinator parses that file itself and fails
 the job with the same readable error the single-task path gives. Without Redis (the embedded
 default's filesystem broker) bundles are always ingested in one task.
@@ -175,6 +177,9 @@ def parse_in_shards(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequ
         return parsed
     finally:
         for f in shard_files:
-            storage.delete_quietly(part_name(job.pk, attempt, f.pk))
+            # a shard task delivered late must find its file taken (not claim and parse it
+            # again, leaving a part nobody reads): the claim stays until its lease ends
             with contextlib.suppress(Exception):
-                r.delete(_key(job.pk, attempt, f.pk))
+                r.set(_key(job.pk, attempt, f.pk), "done", xx=False,
+                      ex=int(settings.BLKREVIEW_SHARD_LEASE_SECONDS))
+            storage.delete_quietly(part_name(job.pk, attempt, f.pk))
