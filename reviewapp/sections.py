@@ -1031,6 +1031,46 @@ def add_occupancy(per_side: Mapping[str, Sequence[Mapping[str, Any]]],
                         "seek histogram L1"], "rows": rows})
 
 
+KEEP_STORIES = 100  # workers.analyzers.lineage.KEEP_RECORDS (all devices of a run)
+
+
+def story_timeline(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """One request's story as timeline points (the page draws them with plotly when a chart
+    point is picked): the parent bio's Q on the top device, the request's own events (A, Q, G,
+    I, D, C) and the bios merged into it (M, F), each at its time from the first point (us)."""
+    name = str(rec.get("name") or rec.get("dev") or "")
+    pts = [{"a": str(e["a"]), "dev": name, "t_ns": int(e["t_ns"]), "what": "request"}
+           for e in rec.get("events") or []]
+    pts += [{"a": str(m["a"]), "dev": name, "t_ns": int(m["t_ns"]),
+             "what": f"merged bio {m.get('sector')} + {m.get('nr_sectors')}"}
+            for m in rec.get("merged") or []]
+    p = rec.get("parent")
+    if p:
+        pts.append({"a": "Q", "dev": str(p.get("name") or p.get("dev")), "t_ns": int(p["t_ns"]),
+                    "what": f"parent bio {p.get('sector')} + {p.get('nr_sectors')}"
+                    f" (this piece at {p.get('offset_kb')} KB)"})
+    pts.sort(key=lambda x: x["t_ns"])
+    t0 = pts[0]["t_ns"] if pts else 0
+    d = next((e["t_ns"] for e in rec.get("events") or [] if e["a"] == "D"), t0)
+    return {"request": f"{rec.get('sector')} + {rec.get('nr_sectors')} {rec.get('rwbs', '')}",
+            "sector": rec.get("sector"), "d_s": d / 1e9,
+            "points": [{"a": x["a"], "dev": x["dev"], "what": x["what"],
+                        "us": round((x["t_ns"] - t0) / 1000, 1)} for x in pts]}
+
+
+def story_timelines(side_results: Mapping[str, Sequence[Mapping[str, Any]]],
+                    dev: str) -> dict[str, list[list[dict[str, Any]]]]:
+    """``{side: [[timeline of each stored request of dev] per run]}`` for the page's request
+    picker (a click on a point of the LBA chart of a run opens that request's story)."""
+    out: dict[str, list[list[dict[str, Any]]]] = {}
+    for s in SIDES:
+        runs = [[story_timeline(r) for r in ((res.get("lineage") or {}).get("requests") or [])
+                 if r.get("dev") == dev] for res in side_results.get(s) or []]
+        if any(runs):
+            out[s] = runs
+    return out
+
+
 def add_lineage(side_results: Mapping[str, Sequence[Mapping[str, Any]]], dev: str,
                 ordering: dict[str, Any], limit: int = 12) -> None:
     """Request stories (workers.analyzers.lineage) of the device in the ordering section: each
@@ -1054,6 +1094,12 @@ def add_lineage(side_results: Mapping[str, Sequence[Mapping[str, Any]]], dev: st
                          None if "p50" not in lat else f"{lat['p50'] / 1000:,.0f}",
                          None if "p99" not in lat else f"{lat['p99'] / 1000:,.0f}",
                          ", ".join(first.get("members") or [])])
+    stories = story_timelines(side_results, dev)
+    if stories:
+        ordering["stories"] = stories
+        ordering.setdefault("notes", []).append(
+            "Click a point of the LBA chart to see that request's story as a timeline "
+            f"(stories are kept for the first {KEEP_STORIES} requests of each run).")
     if rows:
         ordering.setdefault("tables", []).append({
             "id": "stories", "title": "Request stories: each request's events across "

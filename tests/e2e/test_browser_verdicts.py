@@ -117,3 +117,54 @@ def test_upload_form_preselects_the_presets_difference_and_builds_a_stack(
     page.select_option("#sb-device", "sata_ssd")
     page.click("#sb-write")
     assert page.input_value("#id_stack") == "raid0:disks=2,chunk=64k,device=sata_ssd"
+
+
+def _point_xy(page, run: str, side: str, index: int) -> dict:
+    """Page coordinates of the ``index``-th point of the first trace of an LBA panel."""
+    page.locator(f"#section-ordering .charts[data-chart='lba'][data-run='{run}'] "
+                 f".plot[data-side='{side}']").scroll_into_view_if_needed()
+    return page.evaluate("""([run, side, i]) => {
+        const plot = document.querySelector(
+            `#section-ordering .charts[data-chart='lba'][data-run='${run}'] .plot[data-side='${side}']`);
+        const fl = plot._fullLayout, tr = plot.data[0], box = plot.getBoundingClientRect();
+        return {x: box.left + fl._size.l + fl.xaxis.l2p(tr.x[i]),
+                y: box.top + fl._size.t + fl.yaxis.l2p(tr.y[i]), sector: tr.y[i]};
+    }""", [run, side, index])
+
+
+def test_click_on_an_lba_point_opens_the_request_story_timeline(runs_comparison, live_server,
+                                                               browser_page):
+    """Lineage on the page: clicking a point of the LBA scatter opens that request's story as
+    a plotly timeline (its events in time order, plotly served from the app's static files)
+    under the chart; another run's point opens that run's request."""
+    page = browser_page
+    page.goto(f"{live_server.url}{runs_comparison.get_absolute_url()}")
+    page.locator("#section-ordering").scroll_into_view_if_needed()
+    page.wait_for_selector("#section-ordering[data-state='loaded']")
+    page.wait_for_selector("#section-ordering .charts[data-chart='lba'][data-run='0'] "
+                           ".plot[data-side='baseline'][data-rendered='1']")
+    assert "Pick a point of the LBA chart" in page.locator("#request-story").inner_text()
+    p = _point_xy(page, "0", "baseline", 0)
+    page.mouse.move(p["x"], p["y"])
+    page.mouse.click(p["x"], p["y"])
+    page.wait_for_selector("#request-story .story-plot[data-rendered='1']")
+    story = page.locator("#request-story")
+    assert story.get_attribute("data-side") == "baseline" and story.get_attribute("data-run") == "0"
+    assert story.get_attribute("data-request").startswith(f"{p['sector']} + ")
+    events = page.evaluate("""() => document.querySelector("#request-story .story-plot")
+        .data[0].text""")
+    assert events == ["D", "C"]  # these synthetic runs trace D and C only
+    xs = page.evaluate("""() => document.querySelector("#request-story .story-plot").data[0].x""")
+    assert xs[0] == 0 and xs == sorted(xs) and xs[-1] > 0
+    srcs = page.eval_on_selector_all("script[src]", "els => els.map(e => e.src)")
+    assert all(s.startswith(live_server.url) for s in srcs)  # plotly served locally, no CDN
+
+    # another run: its chart's point opens that run's request
+    page.select_option("#run-select", "1")
+    p1 = _point_xy(page, "1", "patched", 0)
+    page.mouse.move(p1["x"], p1["y"])
+    page.mouse.click(p1["x"], p1["y"])
+    page.wait_for_selector("#request-story[data-run='1'][data-side='patched'] "
+                           ".story-plot[data-rendered='1']")
+    assert page.locator("#request-story").get_attribute("data-request").startswith(
+        f"{p1['sector']} + ")

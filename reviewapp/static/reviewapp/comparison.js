@@ -296,6 +296,9 @@
     });
     return Promise.all(draws).then(function () {
       section.dataset.loaded = currentDevice() + "|" + (data.stage || "");
+      /* other scripts (story.js) add to a section once its charts are drawn */
+      section.dispatchEvent(new CustomEvent("blkreview:section-rendered",
+        {bubbles: true, detail: {section: section, data: data}}));
       section.dataset.state = "loaded";
       applyAnchor(section);
     });

@@ -175,6 +175,15 @@ def test_request_stories_and_bios_in_the_ordering_section(finished_comparison):
     assert first[0] == "Baseline" and first[1] == "4096 + 1024 R"
     assert first[2].startswith("A +0 us, Q +7 us, G +76 us, D +243 us, C +1166 us; from ")
     assert any(r[0] == "Patched" for r in stories["rows"])
+    # the same stories as timelines for the page's point picker (per side, per run)
+    tl = member["stories"]["baseline"][0][0]
+    assert tl["request"] == "4096 + 1024 R" and tl["sector"] == 4096
+    pts = tl["points"]
+    assert [p["us"] for p in pts] == sorted(p["us"] for p in pts) and pts[0]["us"] == 0
+    assert {p["a"] for p in pts} >= {"A", "Q", "G", "D", "C"}
+    parent = next(p for p in pts if p["what"].startswith("parent bio"))
+    assert parent["dev"] in ("md0", "9,0") and parent["a"] == "Q"  # the top device
+    assert member["stories"]["patched"][0]
     md0 = _payload(finished_comparison, "ordering", "9,0")
     bios = next(t for t in md0["tables"] if t["id"] == "bios")
     assert [r[:3] for r in bios["rows"]] == [["Baseline", 100, "4.00"], ["Patched", 200, "2.00"]]
