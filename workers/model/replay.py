@@ -42,6 +42,10 @@ from workers.events import (
     ACT_QUEUE,
     ACT_SPLIT,
     RWBS_DISCARD,
+    RWBS_FLUSH,
+    RWBS_FUA,
+    RWBS_META,
+    RWBS_NONE,
     RWBS_READ,
     RWBS_SYNC,
     RWBS_WRITE,
@@ -53,7 +57,7 @@ from workers.model.limits import QueueLimits
 from workers.model.plug import F_IDLE, F_SYNC, Bio
 from workers.model.policy import Policy, parse_size
 from workers.model.split import OP_READ, OP_WRITE, front_len, op_from_rwbs
-from workers.model.stack import Stack, all_limits
+from workers.model.stack import BIO_BASED, Stack, all_limits
 from workers.model.submit import EV_COMPLETE, EV_UNIT, Engine, Unit
 
 #: Bytes of a page: the run of memory one bvec holds when no two pages of a buffer are adjacent.
@@ -171,12 +175,56 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         t = np.arange(n, dtype=np.int64) * 1000
     comm = table.comms[int(table.comm[rows[0]])] if len(table.comms) > 1 else "dd"
     split_first = _first_split_of(table, rows, top_dev)
+    meta: dict[str, Any] = {}
+    if split_first is not None:
+        meta["split_first"] = split_first
+    mrows = _metadata_write_rows(table, top_dev)
+    if len(mrows) and n:
+        t0 = int(table.time_ns[rows].min()) if table.time_known else 0
+        rw = table.rwbs[mrows].astype(np.int64)
+        # an I (no Q traced) shows the request after the flush machinery stripped its flags;
+        # md_super_write always asks for REQ_PREFLUSH | REQ_FUA
+        rw = np.where(table.action[mrows] == ACT_INSERT, rw | RWBS_FLUSH | RWBS_FUA, rw)
+        meta["md_meta"] = np.stack([_dispatch_time_of(table, mrows) - t0,
+                                    table.dev[mrows].astype(np.int64),
+                                    table.sector[mrows].astype(np.int64),
+                                    table.nr_sectors[mrows].astype(np.int64), rw])
     return BioStream(time_ns=t - (t.min() if n else 0), sector=table.sector[rows].astype(np.int64),
                      nr_sectors=table.nr_sectors[rows].astype(np.int64),
                      rwbs=table.rwbs[rows].astype(np.int64), pid=table.pid[rows].astype(np.int64),
                      plug=plug, seg_bytes=np.zeros(n, np.int64), bio_pages=np.zeros(n, np.int64),
                      app_io=False, depth=0, comm=comm, top_dev=top_dev,
-                     meta={"split_first": split_first} if split_first is not None else {})
+                     meta=meta)
+
+
+def _metadata_write_rows(table: EventTable, top_dev: int) -> npt.NDArray[np.intp]:
+    """Rows of metadata writes (REQ_META) queued on devices below ``top_dev``: their Q, or on
+    a device whose trace shows no such Q (7.x traces md's flush-sequenced superblock write
+    from its insertion on), their I."""
+    act = table.action
+    base = (table.dev != top_dev) & ((table.rwbs & RWBS_META) != 0) & \
+        ((table.rwbs & RWBS_WRITE) != 0) & (table.nr_sectors > 0)
+    q = np.flatnonzero(base & (act == ACT_QUEUE))
+    i = base & (act == ACT_INSERT)
+    if bool(np.any(i)):
+        i &= ~np.isin(table.dev, np.unique(table.dev[q]))
+    return np.sort(np.r_[q, np.flatnonzero(i)])
+
+
+def _dispatch_time_of(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+    """When each metadata write was dispatched (its data D on the same device, sector and size
+    nearest in time; the Q's time where the trace shows no such D). md submits the superblock
+    writes of one update to the members one after the other, but each waits in its member's
+    flush sequence, so the dispatch order, not the Q order, is what the members show."""
+    t = table.time_ns.astype(np.int64)
+    out = t[rows].copy()
+    d = np.flatnonzero((table.action == ACT_ISSUE) & ((table.rwbs & RWBS_META) != 0))
+    for j, r in enumerate(rows.tolist()):
+        c = d[(table.dev[d] == table.dev[r]) & (table.sector[d] == table.sector[r]) &
+              (table.nr_sectors[d] == table.nr_sectors[r])]
+        if len(c):
+            out[j] = int(t[c[np.argmin(np.abs(t[c] - t[r]))]])
+    return out
 
 
 def _first_split_of(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int
@@ -230,6 +278,43 @@ def _segments_from_splits(sector: npt.NDArray[np.int64], nr: npt.NDArray[np.int6
         if front_len(s, n, lim, op, 0, PAGE_BYTES) == f:
             out[i] = PAGE_BYTES
     return out
+
+
+def _segment_cuts(sector: npt.NDArray[np.int64], nr: npt.NDArray[np.int64],
+                  seg: npt.NDArray[np.int64], rwbs: npt.NDArray[np.int64],
+                  split_first: npt.NDArray[np.int64], lim: QueueLimits) -> npt.NDArray[np.intp]:
+    """Bios whose top-device X is a ``max_segments`` cut no uniform page layout reproduces
+    (e.g. 255 pages in 254 segments: two of the pages were adjacent): the front covers at
+    least ``max_segments`` pages and ends before the size limits would cut."""
+    rows = []
+    for i in np.flatnonzero(split_first > 0).tolist():
+        op = op_from_rwbs(int(rwbs[i]))
+        s, n, f = int(sector[i]), int(nr[i]), int(split_first[i])
+        if f >= n or f >= front_len(s, n, lim, op, 0, int(seg[i])):
+            continue
+        if f * 512 >= lim.max_segments * PAGE_BYTES and f < front_len(s, n, lim, op):
+            rows.append(i)
+    return np.array(rows, dtype=np.intp)
+
+
+def _cut_rows(cut: npt.NDArray[np.intp], first: npt.NDArray[np.int64],
+              sector: npt.NDArray[np.int64], *cols: npt.NDArray[np.int64]
+              ) -> tuple[npt.NDArray[np.int64], ...]:
+    """Replace each bio of ``cut`` by its front (the trace's X point) and the remainder, which
+    ``bio_split_to_limits`` resubmits (``submit_bio_noacct``) right behind it. ``cols`` are
+    nr, then per-bio columns copied to both pieces."""
+    nr = cols[0]
+    rep = np.ones(len(sector), dtype=np.intp)
+    rep[cut] = 2
+    idx = np.repeat(np.arange(len(sector)), rep)
+    second = np.r_[False, idx[1:] == idx[:-1]]
+    new_sector = sector[idx].copy()
+    new_nr = nr[idx].copy()
+    f = first[idx]
+    new_nr[~second & (rep[idx] == 2)] = f[~second & (rep[idx] == 2)]
+    new_sector[second] += f[second]
+    new_nr[second] -= f[second]
+    return (new_sector, new_nr) + tuple(c[idx] for c in cols[1:])
 
 
 #: Trace formats that record every ``trace_block_plug`` (P): where they show none for a unit of
@@ -543,8 +628,13 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         time_ns, rwbs, pid, plug = bios.time_ns, bios.rwbs, bios.pid, bios.plug
         first = bios.meta.get("split_first")
         if first is not None and len(first) == len(sector):
-            seg = _segments_from_splits(sector, nr, seg, rwbs, np.asarray(first, np.int64),
-                                        eng.limits[top])
+            first = np.asarray(first, np.int64)
+            seg = _segments_from_splits(sector, nr, seg, rwbs, first, eng.limits[top])
+            if stack.top.kind in BIO_BASED:
+                cut = _segment_cuts(sector, nr, seg, rwbs, first, eng.limits[top])
+                if len(cut):
+                    sector, nr, seg, rwbs, pid, time_ns, plug = _cut_rows(
+                        cut, first, sector, nr, seg, rwbs, pid, time_ns, plug)
     if engine not in ("auto", "python", "fast"):
         raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
     if engine != "python":
@@ -684,6 +774,91 @@ def _replay_fast(eng: Engine, bios: BioStream, stack: Stack, policy: Policy, see
     return _table(eng, stack, policy, bios, seed, rows_arr)
 
 
+def flush_sequence(rwbs: int, write_cache: bool, fua: bool) -> tuple[bool, int, bool]:
+    """``blk_flush_policy`` for a request with data: (pre-flush, data rwbs, post-flush).
+
+    A write-back cache turns REQ_PREFLUSH into a flush request issued before the data and, on
+    a queue without FUA, REQ_FUA into a flush after it (``blk_insert_flush``); a write-through
+    cache drops both flags. The data request itself loses REQ_PREFLUSH, and REQ_FUA unless the
+    queue supports it.
+    """
+    data = rwbs & ~RWBS_FLUSH
+    if not write_cache:
+        return False, data & ~RWBS_FUA, False
+    pre = bool(rwbs & RWBS_FLUSH)
+    post = bool(rwbs & RWBS_FUA) and not fua
+    return pre, data if fua else data & ~RWBS_FUA, post
+
+
+def _truthy_cache(v: Any) -> bool:
+    return "through" not in str(v if v is not None else "write back").lower()
+
+
+def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
+                     cols: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Predicted events of md's own superblock/bitmap writes the trace shows on the members.
+
+    ``md_write_start`` marks a clean array dirty before its first write goes on (``in_sync`` ->
+    ``MD_SB_CHANGE_CLEAN``; the md thread runs ``md_update_sb``, which ``md_super_write``s the
+    superblock with REQ_PREFLUSH|REQ_FUA|REQ_META to every member and the write waits for it);
+    after ``safe_mode_delay`` without writes the array is marked clean again the same way. The
+    trace shows these writes as Q events on the members with no remap from the top device.
+    Replay: such writes in order, grouped between top bios; an update while the array is clean
+    goes before the first top write submitted after the previous update (it blocks that write),
+    any other after the predicted events of the bios submitted before it. Each becomes Q, then
+    the requests of :func:`flush_sequence` for the member's ``write_cache`` / ``fua``.
+    """
+    members = {n.dev: n for n in stack.nodes() if n.dev != stack.top.dev}
+    keep = np.isin(meta[1], list(members))
+    meta = meta[:, keep]
+    if not meta.shape[1]:
+        return np.zeros((9, 0), np.int64)
+    order = np.argsort(meta[0], kind="stable")
+    meta = meta[:, order]
+    bt = bios.time_ns
+    writes = np.flatnonzero((bios.rwbs & RWBS_WRITE) != 0)
+    wt = bt[writes]
+    # groups: consecutive metadata writes with no top bio submitted between them
+    nxt = np.searchsorted(bt, meta[0], side="right")
+    starts = np.flatnonzero(np.r_[True, nxt[1:] != nxt[:-1]])
+    ends = np.r_[starts[1:], meta.shape[1]]
+    ev_t = cols[0]
+    out: list[tuple[int, ...]] = []
+    clean = True
+    prev_t = -1
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        tm = int(meta[0, a])
+        k = int(np.searchsorted(wt, prev_t, side="right"))
+        if clean and k < len(wt) and int(wt[k]) <= tm:
+            at = int(wt[k])  # md_write_start of this write waits for the update
+            clean = False
+        else:
+            nb = int(nxt[a])
+            limit = int(bt[nb]) if nb < len(bt) else None
+            before = ev_t if limit is None else ev_t[ev_t < limit]
+            at = (int(before.max()) + 1) if len(before) else tm
+            clean = True
+        prev_t = tm
+        step = 0
+        for j in range(a, b):
+            dev, sec, nr, rw = (int(x) for x in meta[1:, j])
+            lim = members[dev].limits
+            pre, data, post = flush_sequence(rw, _truthy_cache(lim.get("write_cache")),
+                                             str(lim.get("fua", "0")).strip() == "1")
+            seq = [(ACT_QUEUE, rw, sec, nr)]
+            if pre:
+                seq += [(ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0),
+                        (ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0)]
+            seq += [(ACT_ISSUE, data, sec, nr), (ACT_COMPLETE, data, sec, nr)]
+            if post:
+                seq += [(ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0),
+                        (ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0)]
+            for act, r, s_, n_ in seq:
+                out.append((at, dev, 0, act, r, s_, n_, 0, 0))
+                step += 1
+    return np.array(out, dtype=np.int64).T.reshape(9, -1)
+
+
 def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int,
            cols: npt.NDArray[np.int64] | None = None) -> EventTable:
     """The recorded events as an EventTable: ``cols`` is ``[9, n]`` (time, dev, pid, action,
@@ -696,6 +871,13 @@ def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int
         rows = eng.ev_rows
         cols = (np.array(rows, dtype=np.int64).T.copy() if rows
                 else np.zeros((9, 0), dtype=np.int64))
+    extra = bios.meta.get("md_meta")
+    if extra is not None and len(bios) and not bios.app_io:
+        add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack, cols)
+        if add.shape[1]:
+            both = np.concatenate([add, cols], axis=1)
+            first = np.r_[np.zeros(add.shape[1], np.int64), np.ones(cols.shape[1], np.int64)]
+            cols = both[:, np.lexsort((first, both[0]))]
     t = cols[0]
     if len(t) > 1 and bool(np.any(t[1:] < t[:-1])):
         cols = cols[:, np.argsort(t, kind="stable")]

@@ -18,8 +18,8 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "fidelity"
 CALIBRATION = {
     "6.1.0-57-amd64/linear_d2_dd1M": 1.000,   # md-linear member sizes (linear_conf)
     "6.1.0-57-amd64/r0_d2_c64_dd1M": 1.000,   # unplugged dd bios
-    "6.1.0-57-amd64/r1_d2_ddw1M": 0.842,      # gap: md_update_sb on first write/clean
-    "7.2.13+deb14-amd64/r1_d2_ddw1M": 0.914,  # scattered pages from the top X; same gap
+    "6.1.0-57-amd64/r1_d2_ddw1M": 0.993,      # md_update_sb on first write and when clean
+    "7.2.13+deb14-amd64/r1_d2_ddw1M": 0.986,  # + scattered pages from the top X
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,

@@ -121,3 +121,86 @@ def test_a_cut_the_size_limits_explain_says_nothing_about_memory():
     got = d_stream(replay(bios_from_table(table, top), stack_from_manifest(man),
                           preset_for_kernel("7.2")))
     assert [(s, n) for d, s, n in got if d == "254,0"] == [(0, 1024), (1024, 1024)]
+
+
+# --- md's own superblock writes (md_write_start -> md_update_sb -> md_super_write) -------------
+
+def test_flush_policy_of_a_superblock_write():
+    """blk_flush_policy: write-back cache without FUA: flush, data (no F bits), flush; with FUA:
+    flush, data with FUA; write-through: the data alone."""
+    from workers.events import RWBS_FLUSH, RWBS_FUA, RWBS_META, RWBS_SYNC
+    from workers.model.replay import flush_sequence
+
+    rw = RWBS_WRITE | RWBS_SYNC | RWBS_META | RWBS_FLUSH | RWBS_FUA
+    plain = RWBS_WRITE | RWBS_SYNC | RWBS_META
+    assert flush_sequence(rw, True, False) == (True, plain, True)
+    assert flush_sequence(rw, True, True) == (True, plain | RWBS_FUA, False)
+    assert flush_sequence(rw, False, False) == (False, plain, False)
+
+
+def _md_write_trace(n_writes: int, *, clean_again: bool):
+    """Writes of 1 MiB on a 2-disk raid1 (Q on md0 at 0, 10, 20 ms ...); the superblock write
+    at sector 8 shows on each member as Q FWFSM at 1 ms (mark dirty) and, with
+    ``clean_again``, 200 ms after the last write (mark clean)."""
+    from workers.events import (
+        ACT_QUEUE,
+        RWBS_FLUSH,
+        RWBS_FUA,
+        RWBS_META,
+        RWBS_SYNC,
+        EventTable,
+        make_dev,
+    )
+
+    top, a, b = make_dev(9, 0), make_dev(254, 0), make_dev(254, 16)
+    sb = RWBS_WRITE | RWBS_SYNC | RWBS_META | RWBS_FLUSH | RWBS_FUA
+    rows = [(i * 10_000_000, top, i * 2048, 2048, RWBS_WRITE | RWBS_SYNC) for i in range(n_writes)]
+    rows += [(1_000_000, d, 8, 1, sb) for d in (a, b)]
+    if clean_again:
+        rows += [((n_writes - 1) * 10_000_000 + 200_000_000, d, 8, 1, sb) for d in (a, b)]
+    rows.sort(key=lambda r: r[0])
+    col = lambda k: np.array([r[k] for r in rows], np.int64)  # noqa: E731
+    table = EventTable.from_columns(time_ns=col(0), dev=col(1),
+                                    action=np.full(len(rows), ACT_QUEUE, np.int64),
+                                    sector=col(2), nr_sectors=col(3), rwbs=col(4),
+                                    pid=np.full(len(rows), 7, np.int64))
+    return table, top
+
+
+R1_WB = {"stack": {"top": "9,0", "kind": "raid1", "members": ["254,0", "254,16"]},
+         "limits": {k: {"write_cache": "write back", "fua": "0"} for k in ("254,0", "254,16")}}
+
+
+def test_mark_dirty_goes_before_the_first_write_and_mark_clean_after_the_last():
+    table, top = _md_write_trace(3, clean_again=True)
+    got = d_stream(replay(bios_from_table(table, top), stack_from_manifest(R1_WB),
+                          preset_for_kernel("6.1")))
+    sb = [(0, 0), (8, 1), (0, 0)]
+    data = [(i * 2048, 2048) for i in range(3)]
+    for dev in ("254,0", "254,16"):
+        assert [(s, n) for d, s, n in got if d == dev] == sb + data + sb
+
+
+def test_write_through_members_get_the_superblock_without_flushes():
+    table, top = _md_write_trace(2, clean_again=False)
+    man = {**R1_WB, "limits": {k: {"write_cache": "write through"} for k in ("254,0", "254,16")}}
+    got = d_stream(replay(bios_from_table(table, top), stack_from_manifest(man),
+                          preset_for_kernel("6.1")))
+    assert [(s, n) for d, s, n in got if d == "254,0"] == [(8, 1), (0, 2048), (2048, 2048)]
+
+
+def test_a_segment_cut_no_page_layout_explains_is_replayed_where_the_trace_made_it():
+    """2048 sectors cut at 2040 (255 pages in 254 segments: two pages were adjacent) on a
+    bio-based md0: the front and the resubmitted remainder go down as the trace shows."""
+    table, top = _trace_with_split(2040)
+    got = d_stream(replay(bios_from_table(table, top), stack_from_manifest(R1),
+                          preset_for_kernel("6.18")))
+    assert [(s, n) for d, s, n in got if d == "254,16"] == [(0, 2040), (2040, 8)]
+
+
+def test_a_cut_shorter_than_max_segments_pages_is_not_a_segment_cut():
+    """A cut at 1000 sectors (125 pages < 254 segments) is no max_segments cut: ignored."""
+    table, top = _trace_with_split(1000)
+    got = d_stream(replay(bios_from_table(table, top), stack_from_manifest(R1),
+                          preset_for_kernel("6.18")))
+    assert [(s, n) for d, s, n in got if d == "254,16"] == [(0, 2048)]
