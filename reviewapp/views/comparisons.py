@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from reviewapp import charts
 from reviewapp import constants as c
@@ -141,6 +141,7 @@ def default_device(devices: list[dict[str, Any]]) -> str:
     return str(devices[0]["dev"]) if devices else ""
 
 
+@require_safe
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
     """Baseline vs patched side by side; readable without login when public.
 
@@ -181,8 +182,7 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
         "run_range": list(range(max([max((d.get("runs") or {}).values() or [1])
                                      for d in index_devices] or [1]))),
         "rules_form": RulesForm(rules=_rules_of(comparison)),
-        "can_edit_rules": request.user.is_authenticated and (
-            request.user.is_staff or comparison.created_by_id == request.user.pk),
+        "can_edit_rules": can_change_comparison(request.user, comparison),
     })
 
 
@@ -286,13 +286,11 @@ def _rules_of(comparison: Any) -> list[dict[str, Any]]:
 @login_required
 @require_POST
 def rules(request: HttpRequest, pk: int) -> HttpResponse:
-    """Set the mechanism rules of a comparison (its creator or staff); the step runs again."""
+    """Set the mechanism rules of a comparison (who may change it: reviewapp.access, as for
+    thresholds and runs; 403 to other readers, 404 to anyone else); the step runs again."""
     from reviewapp.services.results import comparison_thresholds_set
 
-    comparison = comparison_get_for_user(pk=pk, user=request.user)
-    if not (request.user.is_staff or comparison.created_by_id == request.user.pk):
-        messages.error(request, "Only the comparison's creator (or staff) may change its rules.")
-        return redirect(f"{comparison.get_absolute_url()}#check")
+    comparison = comparison_for_writer(pk=pk, user=request.user)
     form = RulesForm(request.POST, rules=_rules_of(comparison))
     if not form.is_valid():
         messages.error(request, "Each rule is off, warning or fail.")

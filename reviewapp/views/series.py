@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from reviewapp import constants as c
 from reviewapp.access import can_change_patch, can_change_series
@@ -85,6 +85,7 @@ def series_upload(request: HttpRequest) -> HttpResponse:
     return render(request, "reviewapp/series_upload.html", {"form": form}, status=status)
 
 
+@require_safe
 def series_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """Every version side by side, with the key I/O numbers of their comparisons."""
     series = series_get_for_user(pk=pk, user=request.user)
@@ -113,7 +114,9 @@ def series_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def series_relink_view(request: HttpRequest, pk: int) -> HttpResponse:
-    series = series_get_for_user(pk=pk, user=request.user)
+    from reviewapp.access import series_for_writer
+
+    series = series_for_writer(pk=pk, user=request.user)  # 404 unreadable, 403 read-only
     form = RelinkForm(request.POST)
     if not form.is_valid():
         messages.error(request, "previous: give a series id (or leave it empty to unlink).")
@@ -163,6 +166,7 @@ def patch_timeline(patch: Any, comparisons: list[Any]) -> list[dict[str, Any]]:
     return sorted(items, key=lambda x: x["when"])
 
 
+@require_safe
 def patch_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """Metadata, highlighted diff (anchors per line), comparisons, verdicts, checks, timeline."""
     patch = patch_get_for_user(pk=pk, user=request.user)
@@ -245,6 +249,7 @@ def _text(body: str, name: str, inline: bool) -> HttpResponse:
     return response
 
 
+@require_safe
 def patch_trailers(request: HttpRequest, pk: int) -> HttpResponse:
     """Trailer lines of the patch's verdicts and the plain-text report of its newest finished
     comparison, ready to paste into a reply."""
@@ -264,6 +269,7 @@ def patch_trailers(request: HttpRequest, pk: int) -> HttpResponse:
                  request.GET.get("inline") == "1")
 
 
+@require_safe
 def series_trailers(request: HttpRequest, pk: int) -> HttpResponse:
     """Series-wide trailers, then each patch's, then the newest finished comparison's report."""
     from reviewapp.services.verdicts import trailer_lines, verdict_export

@@ -14,9 +14,10 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from reviewapp import constants as c
 from reviewapp.selectors import (
@@ -109,6 +110,7 @@ def patch_thread_create(request: HttpRequest, pk: int) -> HttpResponse:
     return _start(request, patch=patch_get_for_user(pk=pk, user=request.user))
 
 
+@require_safe
 def thread_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """The permalink page of one thread (anchor, numbers, comments, link back)."""
     from reviewapp.selectors import thread_list
@@ -140,6 +142,9 @@ def thread_reply(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def thread_resolve(request: HttpRequest, pk: int) -> HttpResponse:
     thread = thread_get_for_user(pk=pk, user=request.user)
+    if not can_resolve(thread, request.user):  # before reading the form: 403, as the API
+        raise PermissionDenied("only the thread's starter or whoever may change its "
+                               "comparison or patch can resolve it")
     resolved = request.POST.get("resolved", "1") in ("1", "true", "on")
     try:
         thread_set_resolved(thread=thread, user=request.user, resolved=resolved)
@@ -152,6 +157,8 @@ def thread_resolve(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def comment_edit_view(request: HttpRequest, pk: int) -> HttpResponse:
     comment = comment_get_for_user(pk=pk, user=request.user)
+    if comment.author_id != request.user.pk:
+        raise PermissionDenied("only its author can change a comment")
     form = BodyForm(request.POST)
     if not form.is_valid():
         return _failed(request, thread_home(comment.thread), "The comment is empty or too long.")
@@ -166,6 +173,8 @@ def comment_edit_view(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def comment_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
     comment = comment_get_for_user(pk=pk, user=request.user)
+    if comment.author_id != request.user.pk:
+        raise PermissionDenied("only its author can change a comment")
     try:
         comment_delete(comment=comment, user=request.user)
     except ServiceError as exc:
@@ -174,6 +183,7 @@ def comment_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def comment_history(request: HttpRequest, pk: int) -> HttpResponse:
     """Earlier bodies of an edited comment (login required; same visibility as the thread)."""
     comment = comment_get_for_user(pk=pk, user=request.user)

@@ -77,7 +77,7 @@ def test_rules_form_by_the_creator_changes_the_check(finished_comparison, client
     client.force_login(other_user)
     r = client.post(f"/comparisons/{finished_comparison.pk}/rules/",
                     {"rule_member_order_change": "2"})
-    assert r.status_code in (302, 404)
+    assert r.status_code == 403  # readable (public) but not theirs: reviewapp.access
     finished_comparison.refresh_from_db()
     assert "rule_member_order_change" not in (finished_comparison.thresholds or {})
     client.force_login(user)
