@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from reviewapp import constants as c
 from reviewapp.api.base import ErrorSerializer
 from reviewapp.api.pagination import Pagination
+from reviewapp.api.permissions import TokenScope
 from reviewapp.models import Event, Webhook, WebhookDelivery
 from reviewapp.selectors import event_list_for_user
 from reviewapp.services.webhooks import event_payload, webhook_create, webhook_delete
@@ -106,7 +107,7 @@ class DeliveryOutput(serializers.ModelSerializer):
 class WebhookListCreateApi(generics.ListAPIView):
     serializer_class = WebhookOutput
     pagination_class = Pagination
-    permission_classes = [IsAuthenticated]
+    permission_classes = [IsAuthenticated, TokenScope]
 
     @extend_schema(operation_id="webhooks_list",
                    responses={200: WebhookOutput(many=True), 401: ErrorSerializer})
@@ -138,7 +139,7 @@ def _own_hook(request: Request, pk: int) -> Webhook:
 
 
 class WebhookDetailApi(APIView):
-    permission_classes = [IsAuthenticated]
+    permission_classes = [IsAuthenticated, TokenScope]
 
     @extend_schema(operation_id="webhooks_retrieve",
                    responses={200: WebhookOutput, 401: ErrorSerializer, 404: ErrorSerializer})
@@ -157,7 +158,7 @@ class WebhookDeliveriesApi(generics.ListAPIView):
 
     serializer_class = DeliveryOutput
     pagination_class = Pagination
-    permission_classes = [IsAuthenticated]
+    permission_classes = [IsAuthenticated, TokenScope]
 
     @extend_schema(operation_id="webhooks_deliveries_list",
                    responses={200: DeliveryOutput(many=True), 401: ErrorSerializer,

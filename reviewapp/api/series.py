@@ -239,7 +239,10 @@ class SeriesRelinkApi(APIView):
                    responses={200: SeriesOutput, 400: ErrorSerializer, 403: ErrorSerializer,
                               404: ErrorSerializer})
     def post(self, request: Request, version: str, pk: int) -> Response:
-        series = series_get_for_user(pk=pk, user=request.user)
+        from reviewapp.access import series_for_writer
+
+        # access before input: 404 unreadable, 403 readable only (reviewapp.access)
+        series = series_for_writer(pk=pk, user=request.user)
         ser = RelinkInput(data=request.data)
         ser.is_valid(raise_exception=True)
         prev_id = ser.validated_data.get("previous")
@@ -317,7 +320,9 @@ class PatchDetailApi(APIView):
 class PatchChecksApi(APIView):
     """Patchwork's checks API: bots POST a check (context, state, description, target_url);
     GET lists the current check per (user, context), the comparison's own check included as
-    context ``blkreview-comparison``."""
+    context ``blkreview-comparison``. Posting needs a token with the ``check`` scope."""
+
+    token_scopes = {"POST": "check"}
 
     @extend_schema(operation_id="patch_checks_list",
                    responses={200: CheckOutputPw(many=True), 404: ErrorSerializer})

@@ -161,7 +161,14 @@ class ThreadResolveApi(APIView):
                    responses={200: ThreadOutput, 401: ErrorSerializer, 403: ErrorSerializer,
                               404: ErrorSerializer})
     def post(self, request: Request, version: str, pk: int) -> Response:
+        from django.core.exceptions import PermissionDenied
+
+        from reviewapp.services.threads import can_resolve
+
         thread = thread_get_for_user(pk=pk, user=request.user)
+        if not can_resolve(thread, request.user):  # access before input (403)
+            raise PermissionDenied("only the thread's starter or whoever may change its "
+                                   "comparison or patch can resolve it")
         ser = ResolveInput(data=request.data)
         ser.is_valid(raise_exception=True)
         thread_set_resolved(thread=thread, user=request.user,

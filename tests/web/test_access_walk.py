@@ -44,21 +44,27 @@ MISSING = 999_999_999
 KWARG_KINDS = {
     "comparison_id": "comparison", "bundle_id": "bundle", "job_id": "job", "patch_id": "patch",
     "series_id": "series", "thread_id": "thread", "comment_id": "comment", "token_id": "token",
+    "webhook_id": "webhook",
 }
 #: For a kwarg named ``pk`` or ``id``: the path segment before it -> object kind.
 SEGMENT_KINDS = {
     "comparisons": "comparison", "bundles": "bundle", "jobs": "job", "patches": "patch",
     "series": "series", "threads": "thread", "comments": "comment", "tokens": "token",
+    "webhooks": "webhook",
 }
 #: Kwargs that are not object ids: their value.
 VALUE_KWARGS = {"version": "v1", "section": "index"}
 #: Objects that belong to one user and are never shared: everyone else gets "does not exist".
-PERSONAL_KINDS = {"token"}
+PERSONAL_KINDS = {"token", "webhook"}
 
 #: Routes where reading the object is enough to post (discussion and review verdicts).
 READER_WRITES = {
     "comparison-comment", "comparison-thread-create", "patch-thread-create", "thread-reply",
     "patch-verdict", "series-verdict",
+    "api-comparison-threads", "api-patch-threads", "api-thread-comments",
+    "api-patch-verdicts", "api-series-verdicts",
+    # CI bots post checks on what they can read (their token needs the "check" scope)
+    "api-patch-checks",
 }
 #: Routes only the owner (not write grants) may use, for every method.
 OWNER_ONLY = {
@@ -83,6 +89,8 @@ class Route:
     @property
     def api(self) -> bool:
         return self.route.startswith("api/")
+
+    methods: tuple[str, ...] = ()
 
     @property
     def kinds(self) -> set[str]:
@@ -120,6 +128,15 @@ def _kinds_of(text: str) -> tuple[dict[str, str], list[str]]:
     return out, problems
 
 
+def _methods(callback: Any, api: bool) -> tuple[str, ...]:
+    """The methods to walk: GET and POST on pages; on a DRF view GET and the write methods it
+    implements (others answer 405 to everyone before any lookup)."""
+    cls = getattr(callback, "cls", None)
+    if cls is None:
+        return SAFE + PAGE_WRITES
+    return SAFE + tuple(m for m in API_WRITES if hasattr(cls, m.lower()))
+
+
 def all_routes(*, admin: bool = False) -> tuple[list[Route], list[str]]:
     """Every named route of the URLconf (admin's or everything else), and what could not be
     filled or named."""
@@ -145,7 +162,8 @@ def all_routes(*, admin: bool = False) -> tuple[list[Route], list[str]]:
             kwargs, bad = _kinds_of(text)
             problems.extend(bad)
             if not bad:
-                routes.append(Route(":".join(ns + [p.name]), text, kwargs))
+                routes.append(Route(":".join(ns + [p.name]), text, kwargs,
+                                    _methods(p.callback, text.startswith("api/"))))
 
     walk(get_resolver().url_patterns, "", [])
     return routes, problems
@@ -217,6 +235,17 @@ def _make_set(vis: str, owner: Any) -> dict[str, Any]:
             "comparison": comparison, "thread": thread, "comment": comment}
 
 
+def _make_personal(owner: Any) -> dict[str, Any]:
+    """Objects only their user ever sees (PERSONAL_KINDS)."""
+    from reviewapp.models import Webhook
+    from reviewapp.services.tokens import token_create
+
+    token, _ = token_create(user=owner, name=f"{PRIVATE_MARK} token")
+    hook = Webhook.objects.create(user=owner, url=f"https://ci.example.org/{PRIVATE_MARK}",
+                                  secret="s" * 32)
+    return {"token": token, "webhook": hook}
+
+
 @pytest.fixture
 def world(db: Any, settings: Any) -> World:
     from django.contrib.auth import get_user_model
@@ -237,9 +266,9 @@ def world(db: Any, settings: Any) -> World:
         for kind in ("comparison", "patch", "series"):
             grant_set(obj=objects[vis][kind], by=owner, user=users["reader"], level="read")
             grant_set(obj=objects[vis][kind], by=owner, user=users["writer"], level="write")
-    personal, _ = token_create(user=owner, name=f"{PRIVATE_MARK} token")
+    personal = _make_personal(owner)
     for vis in objects:
-        objects[vis]["token"] = personal
+        objects[vis].update(personal)
     _, read_only = token_create(user=owner, name="read-only", scopes=["read"])
     revoked, revoked_key = token_create(user=owner, name="revoked")
     token_revoke(token=revoked, user=owner)
@@ -305,11 +334,12 @@ class Walker:
 
 
 def _walk_route(w: Walker, route: Route) -> None:
-    methods = SAFE + (API_WRITES if route.api else PAGE_WRITES)
+    methods = route.methods
     people = ["outsider", "anonymous", "reader", "writer", "owner"]  # owner last: it may change
     tokens = ["read-only", "revoked", "expired"] if route.api else []
     personal = bool(route.kinds & PERSONAL_KINDS)
-    for vis in ("private", "public"):
+    # personal objects have no public twin (and the owner's DELETE removes them)
+    for vis in ("private",) if personal else ("private", "public"):
         url = _url(route, w.world.objects[vis] if route.kinds else None)
         missing = _url(route, None) if route.kinds else None
         for method in methods:
