@@ -308,9 +308,10 @@ class PatchDetailApi(APIView):
                               404: ErrorSerializer})
     def patch(self, request: Request, version: str, pk: int) -> Response:
         """Change the review state (the patch's submitter, write grants, staff)."""
+        from reviewapp.access import patch_for_writer
         from reviewapp.services.checks import patch_state_set
 
-        patch = patch_get_for_user(pk=pk, user=request.user)
+        patch = patch_for_writer(pk=pk, user=request.user)  # access before input (404/403)
         ser = PatchStateInput(data=request.data)
         ser.is_valid(raise_exception=True)
         patch_state_set(patch=patch, user=request.user, state=ser.validated_data["state"])

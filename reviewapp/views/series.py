@@ -298,9 +298,10 @@ def series_trailers(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def patch_state(request: HttpRequest, pk: int) -> HttpResponse:
     """Change the patch's review state (submitter, write grants, staff)."""
+    from reviewapp.access import patch_for_writer
     from reviewapp.services.checks import patch_state_set
 
-    patch = patch_get_for_user(pk=pk, user=request.user)
+    patch = patch_for_writer(pk=pk, user=request.user)  # 404 unreadable, 403 read-only
     try:
         patch_state_set(patch=patch, user=request.user, state=request.POST.get("state", ""))
         messages.success(request, f"State: {patch.get_state_display()}.")
