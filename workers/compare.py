@@ -156,6 +156,14 @@ METRICS: tuple[Metric, ...] = (
        section="latency", chart="d2c"),
     _m(("latency", "D2C", "percentiles_ns", "p99"), "D2C p99", "ns", -1, "latency",
        section="latency", chart="d2c"),
+    # per-bio lineage of a stacked top device (workers.analyzers.lineage): pieces each of its
+    # bios became on the members (mechanism) and the bio's Q to its last piece's C (timing)
+    _m(("lineage", "pieces_per_bio"), "lineage pieces per bio", "", -1, "pattern",
+       section="ordering"),
+    _m(("lineage", "latency_ns", "percentiles_ns", "p50"), "per-bio latency p50", "ns", -1,
+       "latency", section="ordering"),
+    _m(("lineage", "latency_ns", "percentiles_ns", "p99"), "per-bio latency p99", "ns", -1,
+       "latency", section="ordering"),
 )
 
 #: Metrics that may be null on one side for a reason (the row says it instead of a number).
@@ -432,22 +440,38 @@ def _reason_for(m: Metric, reasons: tuple[str | None, str | None]) -> str | None
     return reasons[1] if m.family == "latency" else reasons[0]
 
 
+def _add_lineage(devices: dict[str, dict[str, Any]], result: Mapping[str, Any]) -> None:
+    """A stacked top device's per-bio lineage (pieces per bio, per-bio latency) under its
+    ``"lineage"`` key, where the metrics read it (the analyzer keeps it per run)."""
+    for dev, bios in ((result.get("lineage") or {}).get("bios") or {}).items():
+        if dev in devices and isinstance(bios, Mapping) and bios.get("bios"):
+            devices[dev]["lineage"] = {"pieces_per_bio": bios.get("pieces_per_bio"),
+                                       "latency_ns": bios.get("latency_ns") or {}}
+
+
 def observations(result: Mapping[str, Any], th: Thresholds | None = None
                  ) -> dict[str, Observation]:
     """``{"8,0 MB/s": Observation, "members of md0 MB/s": ..., ...}`` for one analyze() result."""
     th = th or Thresholds()
     out: dict[str, Observation] = {}
     devices = {dev: _with_derived(data) for dev, data in (result.get("devices") or {}).items()}
+    _add_lineage(devices, result)
     groups = stack_groups(result)
     member_of = {m: g["name"] for g in groups for m in g["members"]}
+    members_of_top = {g["top"]: [devices[x] for x in g["members"] if x in devices]
+                      for g in groups if g.get("top")}
     for dev, d in devices.items():
         reasons = timing_reasons(result, [d], th)
+        # a bio's latency runs from the top device's Q to its last piece's C on the members:
+        # judged on the members' stages (the top device of a stack only shows Q)
+        lin_reasons = (timing_reasons(result, members_of_top[dev], th)
+                       if members_of_top.get(dev) else reasons)
         for m in METRICS:
             v = _get(d, m.path)
             if v is None and not (m.path in NULL_TEXT and _has_null(d, m.path)):
                 continue
-            out[f"{dev} {m.label}"] = Observation(m, dev, v, _reason_for(m, reasons),
-                                                  member_of.get(dev))
+            why = _reason_for(m, lin_reasons if m.path[0] == "lineage" else reasons)
+            out[f"{dev} {m.label}"] = Observation(m, dev, v, why, member_of.get(dev))
     for g in groups:
         mdevs = [devices[x] for x in g["members"]]
         reasons = timing_reasons(result, mdevs, th)

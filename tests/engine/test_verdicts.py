@@ -232,3 +232,22 @@ def test_prediction_beside_observed_flags_a_mismatch(seed000) -> None:
     assert "model mismatch: 8,0 mean seek distance: predicted 181 -> 181 KB, observed " \
            "181 -> 64 KB" in out["words"]["lines"]
     assert prediction_check(seed000, {"state": "error"}) == []
+
+
+def test_lineage_pieces_per_bio_is_mechanism_and_per_bio_latency_is_timing(kernels) -> None:
+    """The lineage's pieces per bio of md0 (each 2M read becomes 4 member pieces on 6.1 and 2
+    on 7.2) is compared exactly as a mechanism fact; its per-bio latency (md0's Q to the last
+    piece's C) is a timing metric: one run per side needs more runs, never a warning."""
+    cmp = kernels["cmp"]
+    pieces = _row(cmp, "9,0 lineage pieces per bio")
+    assert pieces["kind"] == "mechanism" and pieces["better"] == "lower"
+    assert pieces["baseline"]["values"] == [4.0] and pieces["patched"]["values"] == [2.0]
+    assert pieces["verdict"] == "improved" and pieces["change"] == "4 -> 2"
+    for q in ("p50", "p99"):
+        lat = _row(cmp, f"9,0 per-bio latency {q}")
+        assert lat["kind"] == "timing" and lat["family"] == "latency"
+        assert lat["baseline"]["values"][0] > 0 and lat["patched"]["values"][0] > 0
+        # judged on the members' stages (md0 itself shows Q only): needs runs, not "Q only"
+        assert lat["verdict"] == "needs more runs" and lat["needs_more_runs"], lat
+        assert lat["reason"] != "Q stage only"
+    assert cmp["check"]["state"] == "success"
