@@ -1064,8 +1064,17 @@ def story_timelines(side_results: Mapping[str, Sequence[Mapping[str, Any]]],
     picker (a click on a point of the LBA chart of a run opens that request's story)."""
     out: dict[str, list[list[dict[str, Any]]]] = {}
     for s in SIDES:
-        runs = [[story_timeline(r) for r in ((res.get("lineage") or {}).get("requests") or [])
-                 if r.get("dev") == dev] for res in side_results.get(s) or []]
+        runs = []
+        for res in side_results.get(s) or []:
+            recs = [r for r in ((res.get("lineage") or {}).get("requests") or [])
+                    if r.get("dev") == dev]
+            tls = [story_timeline(r) for r in recs]
+            # the seek histogram's bucket of each stored request (seed 000's distance from the
+            # previous request's end, in issue order: the records are the device's first D's)
+            for prev, rec, tl in zip(recs, recs[1:], tls[1:]):
+                d = abs(int(rec["sector"]) - (int(prev["sector"]) + int(prev["nr_sectors"])))
+                tl["seek_bucket"] = (d >> 1).bit_length()
+            runs.append(tls)
         if any(runs):
             out[s] = runs
     return out
@@ -1154,6 +1163,11 @@ def build_payloads(side_results: Mapping[str, Sequence[Mapping[str, Any]]], *,
         add_occupancy(per_side, out[("throughput", dev, "")], out[("model", dev, "")], model,
                       dev)
         add_lineage(side_results, dev, out[("ordering", dev, "")])
+        seek = out.get(("seek", dev, ""))
+        if seek is not None and out[("ordering", dev, "")].get("stories") \
+                and seek.get("default_stage") == "D":
+            # a bar of the D-stage seek histogram opens a stored request of that bucket
+            seek["stories"] = out[("ordering", dev, "")]["stories"]
     for top, members in member_groups(side_results).items():
         dev = f"{MEMBERS_PREFIX}{top}"
         per_side = {s: [d for m in members for d in device_runs(side_results.get(s, []), m)]

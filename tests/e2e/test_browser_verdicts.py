@@ -168,3 +168,28 @@ def test_click_on_an_lba_point_opens_the_request_story_timeline(runs_comparison,
                            ".story-plot[data-rendered='1']")
     assert page.locator("#request-story").get_attribute("data-request").startswith(
         f"{p1['sector']} + ")
+
+
+def test_click_on_a_seek_bar_opens_a_request_of_that_distance(runs_comparison, live_server,
+                                                            browser_page):
+    """A bar of the D-stage seek histogram opens the story of a stored request whose seek
+    distance falls in that bucket."""
+    page = browser_page
+    page.goto(f"{live_server.url}{runs_comparison.get_absolute_url()}")
+    page.locator("#section-seek").scroll_into_view_if_needed()
+    page.wait_for_selector("#section-seek[data-state='loaded']")
+    sel = "#section-seek .charts[data-chart='seek'] .plot[data-side='baseline']"
+    page.wait_for_selector(sel + "[data-rendered='1']")
+    page.locator(sel).scroll_into_view_if_needed()
+    bar = page.evaluate("""(sel) => {
+        const plot = document.querySelector(sel);
+        const fl = plot._fullLayout, tr = plot.data[0], box = plot.getBoundingClientRect();
+        const i = tr.y.indexOf(Math.max(...tr.y));
+        return {i: i, x: box.left + fl._size.l + fl.xaxis.d2p(tr.x[i]),
+                y: box.top + fl._size.t + fl.yaxis.l2p(tr.y[i] / 2)};
+    }""", sel)
+    page.mouse.move(bar["x"], bar["y"])
+    page.mouse.click(bar["x"], bar["y"])
+    page.wait_for_selector(f"#seek-story[data-bucket='{bar['i']}'] .story-plot[data-rendered='1']")
+    assert page.locator("#seek-story").get_attribute("data-side") == "baseline"
+    assert page.locator("#seek-story .story-title").inner_text().startswith("Story of ")

@@ -86,8 +86,45 @@
     });
   }
 
+  function attachSeek(section, data) {
+    /* a bar of the seek histogram (D stage): the first stored request (run 1 first) whose
+       distance from the previous request falls in that bucket */
+    var stories = data.stories || {};
+    if (!Object.keys(stories).length || (data.stage || data.default_stage) !== "D") { return; }
+    var body = section.querySelector(".section-body");
+    var box = document.createElement("div");
+    box.id = "seek-story";
+    box.className = "request-story";
+    var hint = document.createElement("p");
+    hint.className = "small story-title";
+    hint.textContent = "Pick a bar of the seek histogram to see the story of a request with that seek distance.";
+    box.appendChild(hint);
+    var row = body.querySelector(".charts[data-chart='seek']");
+    if (!row) { return; }
+    body.insertBefore(box, row.nextSibling);
+    row.querySelectorAll(".plot").forEach(function (plot) {
+      if (!plot.on) { return; }
+      plot.on("plotly_click", function (ev) {
+        var pt = (ev && ev.points || [])[0];
+        if (!pt) { return; }
+        var side = plot.dataset.side, runs = stories[side] || [], found = null, run = 0;
+        for (var r = 0; r < runs.length && !found; r++) {
+          found = runs[r].filter(function (t) { return t.seek_bucket === pt.pointNumber; })[0] || null;
+          if (found) { run = r; }
+        }
+        box.dataset.bucket = String(pt.pointNumber);
+        draw(box, side, run, found, pt.x);
+        if (!found) {
+          box.querySelector(".story-title").textContent = "No stored request of " + side +
+            " has a seek distance of " + pt.x + " (stories are kept for the first requests of each run).";
+        }
+      });
+    });
+  }
+
   document.addEventListener("blkreview:section-rendered", function (e) {
     var d = e.detail || {};
     if (d.data && d.data.section === "ordering") { attach(d.section, d.data); }
+    if (d.data && d.data.section === "seek") { attachSeek(d.section, d.data); }
   });
 })();

@@ -184,6 +184,14 @@ def test_request_stories_and_bios_in_the_ordering_section(finished_comparison):
     parent = next(p for p in pts if p["what"].startswith("parent bio"))
     assert parent["dev"] in ("md0", "9,0") and parent["a"] == "Q"  # the top device
     assert member["stories"]["patched"][0]
+    # the D-stage seek histogram carries them too, each with its histogram bucket
+    seek = _payload(finished_comparison, "seek", "254,0")
+    assert seek["stories"] == member["stories"]
+    runs = seek["stories"]["baseline"][0]
+    assert "seek_bucket" not in runs[0] and all("seek_bucket" in t for t in runs[1:])
+    hist = next(c for c in seek["charts"] if c["id"] == "seek")
+    counts = next(p for p in hist["panels"] if p["side"] == "baseline")["figure"]["data"][0]["y"]
+    assert all(counts[t["seek_bucket"]] > 0 for t in runs[1:])
     md0 = _payload(finished_comparison, "ordering", "9,0")
     bios = next(t for t in md0["tables"] if t["id"] == "bios")
     assert [r[:3] for r in bios["rows"]] == [["Baseline", 100, "4.00"], ["Patched", 200, "2.00"]]
