@@ -317,6 +317,10 @@ def _cut_rows(cut: npt.NDArray[np.intp], first: npt.NDArray[np.int64],
     return (new_sector, new_nr) + tuple(c[idx] for c in cols[1:])
 
 
+#: BLK_PLUG_FLUSH_SIZE (128 KiB) in sectors: blk_add_rq_to_plug flushes a plug whose last
+#: request is at least this big.
+_PLUG_FLUSH_SECTORS = 256
+
 #: Trace formats that record every ``trace_block_plug`` (P): where they show none for a unit of
 #: bios, the kernel submitted them without a plug.
 _PLUG_RECORDING_FORMATS = frozenset({"blktrace", "blkparse"})
@@ -331,8 +335,11 @@ def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
     (``__blkdev_direct_IO_simple``: dd bs<=1M, fio psync) and async direct I/O outside
     ``io_submit``'s plug submit with none, so their requests are issued one by one and never
     merge in a plug. A unit (one thread's bios under one plug id) with G events but no P of its
-    thread before the thread's next unit was such a submission. Applied only where the trace
-    records P at all (blktrace, blkparse, or any P present).
+    thread before the thread's next unit was such a submission. So was a unit with a P for
+    every G (more than one): ``__submit_bio`` wraps each bio it takes from the bio list in a
+    plug of its own when the task holds none, finished before the next bio, so no two requests
+    share it (6.18's dd through md raid0: P, G, U 1, D per chunk piece). Applied only where
+    the trace records P at all (blktrace, blkparse, or any P present).
     """
     act = table.action
     is_p = act == ACT_PLUG
@@ -345,6 +352,10 @@ def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
     t_q = table.time_ns[q_rows].astype(np.int64)
     t_p = table.time_ns[is_p].astype(np.int64)
     pid_p = table.pid[is_p].astype(np.int64)
+    is_g = act == ACT_GETRQ
+    t_g = table.time_ns[is_g].astype(np.int64)
+    pid_g = table.pid[is_g].astype(np.int64)
+    nr_g = table.nr_sectors[is_g].astype(np.int64)
     out = plug.copy()
     for p in np.unique(pid_q):
         mine = np.flatnonzero(pid_q == p)
@@ -354,8 +365,22 @@ def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
         pt = np.sort(t_p[pid_p == p])
         t0 = t_q[mine[starts]]
         t1 = np.r_[t_q[mine[starts[1:]]], np.iinfo(np.int64).max]
-        has_p = np.searchsorted(pt, t1, side="left") > np.searchsorted(pt, t0, side="left")
-        for k in np.flatnonzero(~has_p):
+        n_p = np.searchsorted(pt, t1, side="left") - np.searchsorted(pt, t0, side="left")
+        mine_g = pid_g == p
+        go = np.argsort(t_g[mine_g], kind="stable")
+        gt = t_g[mine_g][go]
+        big = np.r_[0, np.cumsum(nr_g[mine_g][go] >= _PLUG_FLUSH_SECTORS)]
+        g0 = np.searchsorted(gt, t0, side="left")
+        g1 = np.searchsorted(gt, t1, side="left")
+        n_g = g1 - g0
+        # a P per G also follows from blk_add_rq_to_plug's flush after a request of
+        # BLK_PLUG_FLUSH_SIZE or more: only units of smaller requests say "a plug per bio"
+        n_g = np.where(big[g1] - big[g0] > 0, 0, n_g)
+        # a plug per request (one P for every G): __submit_bio's own plug around each bio
+        # (or split piece) it takes from the bio list, finished before the next one, when the
+        # task holds none; each request leaves alone, as without a plug
+        alone = (n_p == 0) | ((n_g > 1) & (n_p >= n_g))
+        for k in np.flatnonzero(alone):
             out[mine[starts[k]:ends[k]]] = -1 - int(ids[starts[k]])
     return out
 

@@ -240,7 +240,7 @@ def test_bios_from_table_front_merged_dispatch_ends_a_plug_with_many_outstanding
     assert plug[-1] != plug[0], "thread 1's next bio must start a new plug"
 
 
-def _raid0_table(with_plug: bool):
+def _raid0_table(with_plug: bool, every: bool = False):
     """Two 1M reads on a 2-disk raid0 (64k chunks) as a blktrace capture records them: Q on
     md0, then G/D of each 64k chunk on its member, with P before the first G when plugged."""
     from workers.events import ACT_GETRQ, ACT_ISSUE, ACT_PLUG, ACT_QUEUE, EventTable, make_dev
@@ -254,7 +254,7 @@ def _raid0_table(with_plug: bool):
         for c in range(16):
             dev = a if c % 2 == 0 else b
             sec = 4096 + (k * 8 + c // 2) * 128
-            if with_plug and c < 2:
+            if with_plug and (c < 2 or every):
                 rows.append((t, dev, ACT_PLUG, 0, 0))
                 t += 1
             rows.append((t, dev, ACT_GETRQ, sec, 128))
@@ -286,3 +286,19 @@ def test_bios_without_a_plug_event_are_replayed_unplugged():
     assert (bios_p.plug >= 0).all()
     merged = replay(bios_p, stack, preset_for_kernel("6.1"))
     assert max(merged.nr_sectors[merged.action == ACT_ISSUE].tolist()) > 128
+
+
+def test_a_plug_per_request_is_replayed_like_no_plug():
+    """__submit_bio's own plug (when the task holds none) wraps each bio it takes from the bio
+    list, so a trace with one P (and its U) for every G had no plug two requests shared: the
+    replay keeps the chunk pieces apart, as for a submission without P (6.18's dd on raid0)."""
+    from workers.events import ACT_ISSUE
+
+    table, md = _raid0_table(with_plug=True, every=True)
+    bios = bios_from_table(table, md)
+    assert (bios.plug < 0).all()
+    stack = stack_from_manifest({"kernel": "6.18", "stack": {
+        "top": "9,0", "kind": "raid0", "chunk_kb": 64, "members": ["254,0", "254,16"],
+        "data_offset_sectors": 4096}})
+    pred = replay(bios, stack, preset_for_kernel("6.18"))
+    assert set(pred.nr_sectors[pred.action == ACT_ISSUE].tolist()) == {128}
