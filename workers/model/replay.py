@@ -338,7 +338,9 @@ def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
     thread before the thread's next unit was such a submission. So was a unit with a P for
     every G (more than one): ``__submit_bio`` wraps each bio it takes from the bio list in a
     plug of its own when the task holds none, finished before the next bio, so no two requests
-    share it (6.18's dd through md raid0: P, G, U 1, D per chunk piece). Applied only where
+    share it (6.18's dd through md raid0: P, G, U 1, D per chunk piece); counted on the
+    requests of the devices below a stacked top only (a disk's own writeback shows a P per
+    request for other reasons). Applied only where
     the trace records P at all (blktrace, blkparse, or any P present).
     """
     act = table.action
@@ -352,7 +354,9 @@ def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
     t_q = table.time_ns[q_rows].astype(np.int64)
     t_p = table.time_ns[is_p].astype(np.int64)
     pid_p = table.pid[is_p].astype(np.int64)
-    is_g = act == ACT_GETRQ
+    # only requests below a stacked top device: the bios md/dm put on the bio list
+    is_g = (act == ACT_GETRQ) & (table.dev != table.dev[q_rows[0]]) if len(q_rows) else \
+        np.zeros(len(act), dtype=np.bool_)
     t_g = table.time_ns[is_g].astype(np.int64)
     pid_g = table.pid[is_g].astype(np.int64)
     nr_g = table.nr_sectors[is_g].astype(np.int64)

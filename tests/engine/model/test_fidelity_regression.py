@@ -1,4 +1,4 @@
-"""Regression subset of the lab's fidelity matrix (tests/data/fidelity, a copy of six cells of
+"""Regression subset of the lab's fidelity matrix (tests/data/fidelity, a copy of eight cells of
 /work/lab-captures/matrix with its index.json): each capture must keep at least the score the
 model reached on it. Calibration cells (used to find mechanisms) and evaluation cells (only
 reported) are checked apart, as ``python -m workers fidelity`` reports them.
@@ -20,6 +20,8 @@ CALIBRATION = {
     "6.1.0-57-amd64/r0_d2_c64_dd1M": 1.000,   # unplugged dd bios
     "6.1.0-57-amd64/r1_d2_ddw1M": 0.993,      # md_update_sb on first write and when clean
     "7.2.13+deb14-amd64/r1_d2_ddw1M": 0.986,  # + scattered pages from the top X
+    "6.18.15+deb13-amd64/r1_d2_ddw1M": 0.986,  # + a 255-page segment cut at the trace's X
+    "6.18.15+deb13-amd64/r0_d2_c64_dd1M": 1.000,  # __submit_bio's per-bio plug
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
