@@ -1,5 +1,5 @@
 """Environment fingerprint and consistency gate on the real 6.1 / 7.2 raid5 captures' manifests
-(tests/data/model, copied from /work/shared/samples/kernel)."""
+(tests/data/model, copied from ../shared/samples/kernel)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Per-bio lineage on the real 6.1 / 7.2 raid5 captures (tests/data/model, from
-/work/shared/samples/kernel): one record per request with every event and its parent bio."""
+../shared/samples/kernel): one record per request with every event and its parent bio."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """In-flight (D..C) and scheduler (G..D) occupancy over time: known answers and the real 6.1
-raid5 capture (tests/data/model, from /work/shared/samples/kernel)."""
+raid5 capture (tests/data/model, from ../shared/samples/kernel)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Regression subset of the lab's fidelity matrix (tests/data/fidelity, a copy of eight cells of
-/work/lab-captures/matrix with its index.json): each capture must keep at least the score the
+the lab's matrix directory with its index.json): each capture must keep at least the score the
 model reached on it. Calibration cells (used to find mechanisms) and evaluation cells (only
 reported) are checked apart, as ``python -m workers fidelity`` reports them.
 
-Regenerate the full table: ``python -m workers fidelity /work/lab-captures/matrix``.
+Regenerate the full table: ``python -m workers fidelity CAPTURES`` (the lab's ``--out``).
 """
 
 from pathlib import Path
