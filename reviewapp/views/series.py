@@ -205,41 +205,35 @@ class VerdictForm(forms.Form):
                               widget=forms.Textarea(attrs={"rows": 2}))
 
 
+def _record_verdict(request: HttpRequest, **target: Any) -> None:
+    """Record the posted verdict on ``patch=`` or ``series=`` and say how it went."""
+    from reviewapp.services.verdicts import verdict_set
+
+    form = VerdictForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose Reviewed-by, Tested-by, Acked-by or NAK.")
+        return
+    try:
+        verdict_set(user=request.user, kind=form.cleaned_data["kind"],
+                    message=form.cleaned_data["message"], **target)
+        messages.success(request, "Verdict recorded.")
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+
+
 @login_required
 @require_POST
 def patch_verdict(request: HttpRequest, pk: int) -> HttpResponse:
-    from reviewapp.services.verdicts import verdict_set
-
     patch = patch_get_for_user(pk=pk, user=request.user)
-    form = VerdictForm(request.POST)
-    if form.is_valid():
-        try:
-            verdict_set(user=request.user, patch=patch, kind=form.cleaned_data["kind"],
-                        message=form.cleaned_data["message"])
-            messages.success(request, "Verdict recorded.")
-        except ServiceError as exc:
-            messages.error(request, exc.message)
-    else:
-        messages.error(request, "Choose Reviewed-by, Tested-by, Acked-by or NAK.")
+    _record_verdict(request, patch=patch)
     return redirect(f"{patch.get_absolute_url()}#verdicts")
 
 
 @login_required
 @require_POST
 def series_verdict(request: HttpRequest, pk: int) -> HttpResponse:
-    from reviewapp.services.verdicts import verdict_set
-
     series = series_get_for_user(pk=pk, user=request.user)
-    form = VerdictForm(request.POST)
-    if form.is_valid():
-        try:
-            verdict_set(user=request.user, series=series, kind=form.cleaned_data["kind"],
-                        message=form.cleaned_data["message"])
-            messages.success(request, "Verdict recorded.")
-        except ServiceError as exc:
-            messages.error(request, exc.message)
-    else:
-        messages.error(request, "Choose Reviewed-by, Tested-by, Acked-by or NAK.")
+    _record_verdict(request, series=series)
     return redirect(series)
 
 
