@@ -34,6 +34,13 @@ from workers.analyzers.lba import lba_scatter
 from workers.analyzers.lineage import lineage
 from workers.analyzers.occupancy import occupancy
 from workers.analyzers.ordering import ordering, remap_order
+from workers.analyzers.partial import (
+    Partials,
+    action_counts,
+    size_stats_of,
+    stage_partial,
+    time_series_of,
+)
 from workers.analyzers.seek import SeekHistogram, seek_for_rows, seek_histogram
 from workers.analyzers.sizes import DEFAULT_PERCENTILES, size_stats
 from workers.analyzers.throughput import (
@@ -100,10 +107,25 @@ class _Context:
 
 
 def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
-                   ctx: _Context, dev_rows: np.ndarray[Any, Any]) -> dict[str, Any]:
-    """All sections for one device (``dev_rows``: its rows in the table)."""
+                   ctx: _Context, dev_rows: np.ndarray[Any, Any],
+                   partials: Partials | None = None) -> dict[str, Any]:
+    """All sections for one device (``dev_rows``: its rows in the table).
+
+    With ``partials`` (merged per-shard results, :mod:`workers.analyzers.partial`) the action
+    counts, the size statistics and the throughput series are taken from them when their row
+    counts are the table's (a cheap check that they describe these very rows); every other
+    section needs the merged time order and is computed here.
+    """
     sr = stage_rows(table, dev, config.stage, dev_rows=dev_rows)
-    series = time_series(table, dev, sr.rows, ctx.t0, ctx.bin_ns, ctx.nbins, dev_rows=dev_rows)
+    dp = partials.devices.get(dev) if partials is not None else None
+    sp = stage_partial(dp, sr.stage)
+    usable = (partials is not None and (dp.events if dp is not None else 0) == len(dev_rows)
+              and sp.rows == len(sr.rows) and sp.zero_length == sr.zero_length)
+    series = (time_series_of(partials, dev, sr.stage, ctx.t0, ctx.bin_ns, ctx.nbins)
+              if usable and partials is not None and ctx.timed else None)
+    if series is None:
+        series = time_series(table, dev, sr.rows, ctx.t0, ctx.bin_ns, ctx.nbins,
+                             dev_rows=dev_rows)
     if not ctx.timed:
         for k in ("read_mbps", "write_mbps", "read_iops", "write_iops"):
             series[k] = []
@@ -124,9 +146,10 @@ def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
         "fallback": sr.fallback,
         "events": int(len(sr.rows)),
         "zero_length": sr.zero_length,
-        "actions": _action_counts(table, dev_rows),
+        "actions": action_counts(dp) if usable else _action_counts(table, dev_rows),
         "seek": seek_for_rows(table, sr).to_json(),
-        "sizes": size_stats(table, sr, qs=config.percentiles).to_json(),
+        "sizes": (size_stats_of(sp, qs=config.percentiles) if usable
+                  else size_stats(table, sr, qs=config.percentiles)).to_json(),
         "fragmentation": fragmentation(table, sr, max_sectors=config.max_sectors,
                                        chunk_sectors=config.chunk_sectors, dev_rows=dev_rows),
         "throughput": series,
@@ -142,7 +165,8 @@ def analyze_device(table: EventTable, dev: int, config: AnalyzeConfig,
 
 
 def analyze(table: EventTable, *, config: AnalyzeConfig | None = None,
-            summaries: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            summaries: Mapping[str, Any] | None = None,
+            partials: Partials | None = None) -> dict[str, Any]:
     """Run every analyzer on every device of ``table``.
 
     Args:
@@ -150,6 +174,10 @@ def analyze(table: EventTable, *, config: AnalyzeConfig | None = None,
         config: what to analyze; defaults to :class:`AnalyzeConfig()`.
         summaries: summary-format rows from ingest (``{"iostat": [...], "fio": [...]}``), passed
             through unchanged so the page can show them beside the computed numbers.
+        partials: the merged per-shard partial results of these rows (parallel ingest,
+            :func:`workers.analyzers.partial.merge_partials`, in the table's time base): the
+            sections that add up are taken from them instead of recomputed; the results are
+            identical either way.
 
     Returns:
         The results dict (see the module docstring and docs/analyzers.md).
@@ -174,7 +202,10 @@ def analyze(table: EventTable, *, config: AnalyzeConfig | None = None,
     ctx = _Context(StageMatcher(table), t0, span if table.time_known else 0, bin_ns, nbins,
                    table.time_known)
     by_dev = rows_by_device(table, devs)
-    devices = {dev_str(d): analyze_device(table, d, config, ctx, by_dev[d]) for d in devs}
+    if partials is not None and partials.events != len(table):
+        partials = None  # not these rows: compute everything from the table
+    devices = {dev_str(d): analyze_device(table, d, config, ctx, by_dev[d], partials)
+               for d in devs}
     remaps = remap_order(table, first_n=config.first_n)
     rows = {k: v["throughput"]["iostat"] for k, v in devices.items()}
     names = {k: v["name"] for k, v in devices.items()}

@@ -27,6 +27,48 @@ from workers.traces.manifest import Manifest, build_manifest
 
 MANIFEST_FORMATS = ("manifest", "sysfs-queue", "mdstat")
 _MAGIC = b"BLKSHRD1"
+#: bytes read from the head of a binary trace to find its first event (a few thousand records)
+PEEK_BYTES = 256 * 1024
+
+
+def first_event_time(head: bytes, *, name: str = "<head>") -> int | None:
+    """The genesis candidate of the first records of a binary blktrace file (absolute ns).
+
+    ``head`` is the start of the file (:data:`PEEK_BYTES` are plenty); it is cut at the last
+    whole record and decoded as the parser does, so notes and unknown actions are skipped the
+    same way. The kernel stamps a record after reserving its slot in the CPU's relay buffer
+    with interrupts off (``__blk_add_trace``: ``relay_reserve`` then ``ktime_get``), so a
+    per-CPU file runs in time order and its first event is its earliest; the minimum over the
+    bundle's files is then the genesis ``merge_raw`` will use. That is an expectation, not a
+    guarantee (a merged stream under a per-CPU name need not be sorted): the shards bin their
+    throughput from this anchor and the merge checks it against the true genesis, falling back
+    to the table when it differs. None when the head holds no event or is not a blktrace.
+    """
+    from workers.traces.blktrace_bin import HDR_V1, HDR_V2, MAGIC, VERSION_V1, parse_blktrace_bytes
+
+    if len(head) < 4:
+        return None
+    for order in ("little", "big"):
+        magic = int.from_bytes(head[:4], order)  # type: ignore[arg-type]
+        if (magic & 0xFFFFFF00) == MAGIC:
+            break
+    else:
+        return None
+    version = magic & 0xFF
+    hdr, pdu_off = (HDR_V1, 46) if version == VERSION_V1 else (HDR_V2, 50)
+    pos = 0
+    while pos + hdr <= len(head):
+        end = pos + hdr + int.from_bytes(head[pos + pdu_off:pos + pdu_off + 2],
+                                         order)  # type: ignore[arg-type]
+        if end > len(head):
+            break
+        pos = end
+    if pos == 0:
+        return None
+    try:
+        return parse_blktrace_bytes(bytes(head[:pos]), name=name).genesis
+    except Exception:  # damaged head: no anchor, the throughput is binned from the table
+        return None
 
 
 def bundle_manifest(paths: Sequence[str | os.PathLike[str]], names: Sequence[str], *,
