@@ -17,6 +17,12 @@ JOB_FINAL_STATES = (JOB_STATE_SUCCEEDED, JOB_STATE_FAILED)
 JOB_KIND_ANALYZE = "analyze"
 JOB_KINDS = ((JOB_KIND_ANALYZE, "Parse and analyze a bundle"),)
 
+#: The steps of a comparison as the API lists them (a bundle's analysis job, or the comparison
+#: step) and their states; plain values, one enum each in the OpenAPI schema
+#: (settings.SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]).
+STEP_KINDS = ("analyze", "compare")
+STEP_STATES = (JOB_STATE_QUEUED, JOB_STATE_RUNNING, JOB_STATE_SUCCEEDED, JOB_STATE_FAILED)
+
 ROLE_BASELINE = "baseline"
 ROLE_PATCHED = "patched"
 ROLES = ((ROLE_BASELINE, "Baseline"), (ROLE_PATCHED, "Patched"))

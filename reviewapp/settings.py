@@ -489,7 +489,10 @@ SPECTACULAR_SETTINGS = {
                             "EventKindEnum": "reviewapp.constants.EVENT_KINDS",
                             "AnchorKindEnum": "reviewapp.constants.ANCHOR_KINDS",
                             "DeliveryStateEnum": "reviewapp.constants.WEBHOOK_DELIVERY_STATES",
-                            "LinkReasonEnum": "reviewapp.constants.LINK_REASONS"},
+                            "LinkReasonEnum": "reviewapp.constants.LINK_REASONS",
+                            # a comparison's steps (`kind`, `state` of jobs lists)
+                            "StepKindEnum": "reviewapp.constants.STEP_KINDS",
+                            "StepStateEnum": "reviewapp.constants.STEP_STATES"},
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "reviewapp.api.schema.add_auth_errors"],
     # Swagger UI / Redoc assets from drf-spectacular-sidecar, served locally (no CDN).

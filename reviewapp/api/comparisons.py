@@ -16,6 +16,7 @@ from reviewapp import constants as c
 from reviewapp.access import bundles_usable_by, comparison_for_writer, patches_usable_by
 from reviewapp.api.base import ErrorSerializer, UploadApiView, files_of
 from reviewapp.api.bundles import bundle_results_data
+from reviewapp.api.pagination import Pagination, paginated
 from reviewapp.api.serializers import (
     AnalysisOutput,
     CheckOutput,
@@ -128,11 +129,17 @@ def _flag(value: object, default: bool = True) -> bool:
 
 
 class ComparisonListCreateApi(APIView):
+    """The comparisons the caller may read, newest first, paginated like every list
+    (``?limit=``/``?offset=``; before the envelope this answered a bare array of the 100
+    newest)."""
+
+    pagination_class = Pagination
+
     @extend_schema(operation_id="comparison_list", responses={200: ComparisonOutput(many=True)})
     def get(self, request: Request, version: str) -> Response:
-        qs: QuerySet = comparisons_with_bundles(
-            comparison_list_for_user(request.user).order_by("-created")[:100])
-        return Response(ComparisonOutput(qs, many=True, context={"request": request}).data)
+        qs: QuerySet = comparison_list_for_user(request.user).order_by("-created", "-pk")
+        return paginated(self, request, qs, lambda page: ComparisonOutput(
+            comparisons_with_bundles(page), many=True, context={"request": request}).data)
 
     @extend_schema(
         operation_id="comparison_create", request=ComparisonCreateInput,

@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.reverse import reverse
 
+from reviewapp import constants as c
 from reviewapp.models import AnalysisJob, Comparison, Patch, TraceBundle, TraceFile
 from reviewapp.selectors import comparison_step_of, comparison_steps, overall_status, running_step
 
@@ -88,7 +89,7 @@ STATUS_HELP = ("pending | running | ready | failed: ready only when every bundle
 class RunningStepOutput(serializers.Serializer):
     """The step a comparison is waiting for (a bundle's analysis job, or the comparison step)."""
 
-    kind = serializers.ChoiceField(choices=["analyze", "compare"])
+    kind = serializers.ChoiceField(choices=c.STEP_KINDS)
     id = serializers.IntegerField()
     bundle = serializers.IntegerField(allow_null=True)
     side = serializers.CharField(allow_null=True)
@@ -102,10 +103,10 @@ class StepOutput(serializers.Serializer):
     job) or the comparison step (``kind`` compare, ``bundle`` null, ``url`` the check)."""
 
     id = serializers.IntegerField()
-    kind = serializers.ChoiceField(choices=["analyze", "compare"])
+    kind = serializers.ChoiceField(choices=c.STEP_KINDS)
     bundle = serializers.IntegerField(allow_null=True)
     side = serializers.CharField(allow_null=True)
-    state = serializers.ChoiceField(choices=["queued", "running", "succeeded", "failed"])
+    state = serializers.ChoiceField(choices=c.STEP_STATES)
     progress = serializers.IntegerField(min_value=0, max_value=100)
     message = serializers.CharField(allow_blank=True)
     error = serializers.CharField(allow_blank=True)
@@ -232,7 +233,7 @@ class ComparisonResultsOutput(serializers.Serializer):
 class CompareStepOutput(serializers.Serializer):
     """The comparison step's life (queued / running / succeeded / failed)."""
 
-    state = serializers.ChoiceField(choices=["queued", "running", "succeeded", "failed"])
+    state = serializers.ChoiceField(choices=c.STEP_STATES)
     progress = serializers.IntegerField(min_value=0, max_value=100)
     message = serializers.CharField(allow_blank=True)
     error = serializers.CharField(allow_blank=True)

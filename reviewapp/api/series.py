@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from reviewapp import constants as c
 from reviewapp.api.base import ErrorSerializer
-from reviewapp.api.pagination import Pagination
+from reviewapp.api.pagination import Pagination, paginated
 from reviewapp.api.serializers import absolute
 from reviewapp.models import Check, Patch, Series
 from reviewapp.selectors import (
@@ -324,13 +324,14 @@ class PatchChecksApi(APIView):
     context ``blkreview-comparison``. Posting needs a token with the ``check`` scope."""
 
     token_scopes = {"POST": "check"}
+    pagination_class = Pagination
 
     @extend_schema(operation_id="patch_checks_list",
                    responses={200: CheckOutputPw(many=True), 404: ErrorSerializer})
     def get(self, request: Request, version: str, pk: int) -> Response:
         patch = patch_get_for_user(pk=pk, user=request.user)
-        return Response([check_data(chk, patch, request)
-                         for chk in patch_checks_with_comparison(patch, request.user)])
+        return paginated(self, request, patch_checks_with_comparison(patch, request.user),
+                         lambda page: [check_data(chk, patch, request) for chk in page])
 
     @extend_schema(operation_id="patch_checks_create", request=CheckInput,
                    responses={201: CheckOutputPw, 400: ErrorSerializer, 401: ErrorSerializer,

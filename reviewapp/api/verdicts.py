@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from reviewapp import constants as c
 from reviewapp.api.base import ErrorSerializer
+from reviewapp.api.pagination import Pagination, paginated
 from reviewapp.models import Verdict
 from reviewapp.selectors import patch_get_for_user, series_get_for_user
 from reviewapp.services.verdicts import person, verdict_set
@@ -36,13 +37,15 @@ class VerdictInput(serializers.Serializer):
 
 
 class _Verdicts(APIView):
+    pagination_class = Pagination
+
     def target(self, request: Request, pk: int) -> dict[str, Any]:
         raise NotImplementedError
 
     def get(self, request: Request, version: str, pk: int) -> Response:
         target = self.target(request, pk)
         qs = Verdict.objects.filter(**target).select_related("user").order_by("created", "pk")
-        return Response(VerdictOutput(qs, many=True).data)
+        return paginated(self, request, qs, lambda page: VerdictOutput(page, many=True).data)
 
     def post(self, request: Request, version: str, pk: int) -> Response:
         target = self.target(request, pk)

@@ -82,7 +82,7 @@ def test_checks_post_list_comparison_context_and_series_rollup(api_client, check
                                   "description": "fio 2M reads", "target_url":
                                   "https://ci.example.org/runs/1"}, format="json")
         assert check(r, "post", "/api/v1/patches/{id}/checks/")["state"] == state
-    checks = check(api_client.get(url), "get", "/api/v1/patches/{id}/checks/")
+    checks = check(api_client.get(url), "get", "/api/v1/patches/{id}/checks/")["results"]
     assert [(x["context"], x["state"]) for x in checks] == [("ci-md-raid5", "success")]
     r = api_client.post(url, {"context": "ci", "state": "broken"}, format="json")
     assert r.status_code == 400 and check(r, "post", "/api/v1/patches/{id}/checks/")["fields"]
@@ -90,7 +90,7 @@ def test_checks_post_list_comparison_context_and_series_rollup(api_client, check
     ComparisonResult.objects.create(comparison=cmp, state=c.JOB_STATE_SUCCEEDED,
                                     verdict={"state": "warning", "reasons": ["slower"]})
     own = check(api_client.get(f"/api/v1/patches/{p2}/checks/"), "get",
-                "/api/v1/patches/{id}/checks/")
+                "/api/v1/patches/{id}/checks/")["results"]
     assert own[0]["context"] == c.CHECK_CONTEXT_COMPARISON and own[0]["state"] == "warning"
     assert own[0]["target_url"].endswith(f"/comparisons/{cmp.pk}/")
     roll = check(api_client.get(f"/api/v1/series/{v1['id']}/checks/"), "get",

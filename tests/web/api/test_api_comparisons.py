@@ -176,7 +176,7 @@ def test_public_comparison_readable_without_login(api_client, check, client, mak
     r = client.get(f"/api/v1/comparisons/{priv['id']}/")
     assert r.status_code == 404 and check(r, "get", "/api/v1/comparisons/{id}/")
     listed = check(client.get("/api/v1/comparisons/"), "get", "/api/v1/comparisons/")
-    assert [c["id"] for c in listed] == [pub["id"]]
+    assert [c["id"] for c in listed["results"]] == [pub["id"]] and listed["count"] == 1
     r = client.post("/api/v1/comparisons/", {"title": "x"}, content_type="application/json")
     assert r.status_code == 401 or r.status_code == 403
 
