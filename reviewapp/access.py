@@ -8,7 +8,9 @@ field directly. The rules:
   Changeable (add runs, thresholds, sharing) by its creator, staff and write grants.
 * **Series / Patch** - readable by anyone when ``public``; else by the submitter, staff, the
   users and groups it is shared with, and (a patch) whoever can read a comparison of it.
-  Changeable by the submitter, staff and write grants.
+  Changeable by the submitter, staff and write grants. A grant on a series reaches its
+  patches at the same level (read, or read and change); the comparisons of those patches are
+  shared on their own.
 * **TraceBundle / BundleResult / AnalysisJob** - readable by the bundle's uploader, staff, and
   whoever can read a comparison that contains the bundle. A job or result is readable when its
   bundle is.
@@ -196,12 +198,14 @@ def patches_readable_by(user: Any) -> QuerySet[Patch]:
         return qs
     cond = Q(public=True) | Q(pk__in=comparisons_readable_by(user).values("patch_id"))
     if is_user(user):
-        cond |= Q(submitted_by=user) | Q(pk__in=granted_ids(user, Patch))
+        cond |= (Q(submitted_by=user) | Q(pk__in=granted_ids(user, Patch))
+                 | Q(series__in=granted_ids(user, Series)))
     return qs.filter(cond)
 
 
 def patches_usable_by(user: Any) -> QuerySet[Patch]:
-    """Patches ``user`` may make a new comparison of: own, write-granted, or public.
+    """Patches ``user`` may make a new comparison of: own, write-granted (the patch or its
+    series), or public.
 
     A private patch readable only through a shared comparison is not usable: a public
     comparison of it would publish it.
@@ -209,7 +213,8 @@ def patches_usable_by(user: Any) -> QuerySet[Patch]:
     if not is_user(user):
         return Patch.objects.none()
     return Patch.objects.filter(
-        Q(submitted_by=user) | Q(pk__in=granted_ids(user, Patch, write=True)) | Q(public=True))
+        Q(submitted_by=user) | Q(pk__in=granted_ids(user, Patch, write=True)) | Q(public=True)
+        | Q(series__in=granted_ids(user, Series, write=True)))
 
 
 def can_read_patch(user: Any, patch: Patch) -> bool:
@@ -221,7 +226,11 @@ def can_change_patch(user: Any, patch: Patch) -> bool:
         return True
     if not is_user(user):
         return False
-    return patch.submitted_by_id == user.pk or grant_level(user, patch) == c.GRANT_WRITE
+    if patch.submitted_by_id == user.pk or grant_level(user, patch) == c.GRANT_WRITE:
+        return True
+    # a write grant on its series reaches the patch
+    return patch.series_id is not None and grants_of(user, Series, write=True).filter(
+        object_id=patch.series_id).exists()
 
 
 def patch_for_reader(*, pk: Any, user: Any) -> Patch:

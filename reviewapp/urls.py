@@ -27,6 +27,7 @@ urlpatterns = [
     path("series/<int:pk>/", series.series_detail, name="series-detail"),
     path("series/<int:pk>/relink/", series.series_relink_view, name="series-relink"),
     path("series/<int:pk>/verdicts/", series.series_verdict, name="series-verdict"),
+    path("series/<int:pk>/sharing/", sharing.series_sharing, name="series-sharing"),
     path("series/<int:pk>/trailers.txt", series.series_trailers, name="series-trailers"),
     path("patches/<int:pk>/", series.patch_detail, name="patch-detail"),
     path("patches/<int:pk>/verdicts/", series.patch_verdict, name="patch-verdict"),

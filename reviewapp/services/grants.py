@@ -19,7 +19,7 @@ from django.db.models import Model
 
 from reviewapp import access
 from reviewapp import constants as c
-from reviewapp.models import AccessGrant
+from reviewapp.models import AccessGrant, Series
 from reviewapp.services import NotAllowed, UploadRejected
 
 LEVELS = tuple(level for level, _ in c.GRANT_LEVELS)
@@ -94,11 +94,18 @@ def grant_remove(*, obj: Model, by: Any, grant_id: int) -> None:
 
 
 def visibility_set(*, obj: Model, by: Any, public: bool) -> Model:
-    """Make ``obj`` public (anyone, no login) or private (owner and grants)."""
+    """Make ``obj`` public (anyone, no login) or private (owner and grants).
+
+    A series takes its patches along (they were sent, and uploaded, together): a public series
+    whose patch pages answer 404 would be a list of dead links, and a series made private
+    should not leave its diffs public."""
     _check_sharer(obj, by)
-    if obj.public != public:  # type: ignore[attr-defined]
-        obj.public = public  # type: ignore[attr-defined]
-        obj.save(update_fields=["public"])
+    with transaction.atomic():
+        if obj.public != public:  # type: ignore[attr-defined]
+            obj.public = public  # type: ignore[attr-defined]
+            obj.save(update_fields=["public"])
+        if isinstance(obj, Series):
+            obj.patches.exclude(public=public).update(public=public)
     return obj
 
 

@@ -108,6 +108,7 @@ def series_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "relink_form": RelinkForm(initial={"previous": series.previous_id}),
         "verdict_form": VerdictForm(),
         "can_relink": can_change_series(request.user, series),
+        "sharing": sharing_context(series, request.user),
     })
 
 

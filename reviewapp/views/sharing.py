@@ -1,5 +1,5 @@
-"""The sharing panel: the owner makes a comparison or patch public or private and shares it
-with users and groups (reviewapp.services.grants; the rules: reviewapp.access)."""
+"""The sharing panel: the owner makes a comparison, patch or series public or private and shares
+it with users and groups (a series grant reaches its patches) (reviewapp.services.grants; the rules: reviewapp.access)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,13 @@ def patch_sharing(request: HttpRequest, pk: int) -> HttpResponse:
     from django.urls import reverse
 
     return _share(request, patch, reverse("patch-detail", args=[patch.pk]) + "#sharing")
+
+
+@login_required
+@require_POST
+def series_sharing(request: HttpRequest, pk: int) -> HttpResponse:
+    series = access.series_for_reader(pk=pk, user=request.user)
+    return _share(request, series, f"{series.get_absolute_url()}#sharing")
 
 
 def sharing_context(obj: Any, user: Any) -> dict[str, Any]:

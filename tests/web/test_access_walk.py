@@ -68,12 +68,13 @@ READER_WRITES = {
 }
 #: Routes only the owner (not write grants) may use, for every method.
 OWNER_ONLY = {
-    "comparison-sharing", "patch-sharing", "api-comparison-access",
+    "comparison-sharing", "patch-sharing", "series-sharing", "api-comparison-access",
+    "api-series-access", "api-patch-access",
     # a comment's author (in the walk's world the owner wrote every comment)
     "comment-edit", "comment-delete",
 }
 #: Routes whose GET only the owner may use (the rest of OWNER_ONLY are POST-only anyway).
-OWNER_ONLY_READS = {"api-comparison-access"}
+OWNER_ONLY_READS = {"api-comparison-access", "api-series-access", "api-patch-access"}
 
 SAFE = ("GET",)
 PAGE_WRITES = ("POST",)
