@@ -85,6 +85,35 @@ def test_npz_round_trip_keeps_columns_comms_and_devices():
     assert back.meta == {"kernel": "6.1"}
 
 
+def test_npz_is_written_in_chunks_and_old_files_still_load(monkeypatch):
+    """``save`` writes the columns in slices (deflate level 1) and ``np.load`` reads them; a
+    file written the old way (``np.savez_compressed``) loads the same."""
+    import json
+
+    import workers.events as events
+    from workers.traces.synth import realistic_table
+
+    monkeypatch.setattr(events, "NPZ_CHUNK_BYTES", 4096)  # many slices per column
+    t = realistic_table(20_000, seed=5)
+    new = io.BytesIO()
+    t.save(new)
+    old = io.BytesIO()
+    header = {"version": 1, "comms": t.comms, "devices": [], "time_known": True,
+              "meta": t.meta}
+    np.savez_compressed(old, **t.columns(),
+                        __header__=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8))
+    for buf in (new, old):
+        buf.seek(0)
+        back = EventTable.load(buf)
+        for name, col in t.columns().items():
+            assert getattr(back, name).dtype == col.dtype
+            assert np.array_equal(getattr(back, name), col), name
+        assert back.comms == t.comms
+    new.seek(0)
+    with np.load(new) as npz:
+        assert sorted(npz.files) == sorted([*t.columns(), "__header__"])
+
+
 def test_concat_remaps_comm_indices():
     """Two tables with their own string tables merge into one consistent table."""
     a = EventTable({"comm": [1]}, comms=[NULL_COMM, "dd"])

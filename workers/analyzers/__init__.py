@@ -25,13 +25,14 @@ import numpy as np
 from workers.analyzers.common import (
     SELECTABLE_STAGES,
     StageMatcher,
+    device_rows,
     rows_by_device,
     stage_rows,
 )
 from workers.analyzers.fragmentation import fragmentation
 from workers.analyzers.latency import LATENCY_PAIRS, distribution, latencies
 from workers.analyzers.lba import lba_scatter
-from workers.analyzers.lineage import lineage
+from workers.analyzers.lineage import RECORD_PAIRS, issue_rows, lineage, record_pairs
 from workers.analyzers.occupancy import occupancy
 from workers.analyzers.ordering import ordering, remap_order
 from workers.analyzers.partial import (
@@ -53,6 +54,8 @@ from workers.analyzers.throughput import (
 from workers.events import ACTION_LETTERS, EventTable, dev_str, parse_dev
 
 RESULTS_VERSION = 1
+#: Requests followed by the lineage records (``lineage``'s default).
+LINEAGE_LIMIT = 20000
 
 __all__ = ["AnalyzeConfig", "SeekHistogram", "analyze", "seek_histogram", "RESULTS_VERSION"]
 
@@ -199,13 +202,34 @@ def analyze(table: EventTable, *, config: AnalyzeConfig | None = None,
         nbins += 1  # the last event sits exactly on the end edge
     # without timestamps (ftrace lines quoted in a mail) order is known but time is not:
     # no rates, no latencies, and the LBA scatter is drawn against issue order
-    ctx = _Context(StageMatcher(table), t0, span if table.time_known else 0, bin_ns, nbins,
-                   table.time_known)
-    by_dev = rows_by_device(table, devs)
+    # One device at a time: its rows, its matcher (the whole-table matcher's pairs of that
+    # device, see StageMatcher) and its sections, then they are dropped, so the per-row
+    # state of the pairing is held for one device, not for the table (memory at 100M events).
+    # The lineage records need pairs of their issues on every device: collected on the way.
     if partials is not None and partials.events != len(table):
         partials = None  # not these rows: compute everything from the table
-    devices = {dev_str(d): analyze_device(table, d, config, ctx, by_dev[d], partials)
-               for d in devs}
+    d_rows = issue_rows(table, LINEAGE_LIMIT)
+    lin_pairs: dict[tuple[str, str], dict[int, int]] = {(a, b): {} for a, b, _ in RECORD_PAIRS}
+    lin_devs = {int(d) for d in np.unique(table.dev[d_rows])}
+    todo = sorted(set(devs) | lin_devs)
+    # a few devices: one scan each when its turn comes (the rows of one device held at a
+    # time); many: one sort (rows_by_device)
+    by_dev = rows_by_device(table, todo) if len(todo) > 16 else {}
+    devices: dict[str, Any] = {}
+    for d in todo:
+        dev_rows = by_dev.pop(d) if by_dev else device_rows(table, d)
+        matcher = StageMatcher(table, rows=dev_rows)
+        if d in devs:
+            ctx = _Context(matcher, t0, span if table.time_known else 0, bin_ns, nbins,
+                           table.time_known)
+            devices[dev_str(d)] = analyze_device(table, d, config, ctx, dev_rows,
+                                                 partials)
+        if d in lin_devs:
+            on_dev = d_rows[table.dev[d_rows] == d]
+            for key, found in record_pairs(matcher, on_dev).items():
+                lin_pairs[key].update(found)
+        del matcher, dev_rows
+    devices = {dev_str(d): devices[dev_str(d)] for d in devs}
     remaps = remap_order(table, first_n=config.first_n)
     rows = {k: v["throughput"]["iostat"] for k, v in devices.items()}
     names = {k: v["name"] for k, v in devices.items()}
@@ -222,6 +246,7 @@ def analyze(table: EventTable, *, config: AnalyzeConfig | None = None,
         "iostat": {"columns": list(IOSTAT_COLUMNS), "rows": rows,
                    "groups": mean_rows(rows, names, exclude=tuple(remaps))},
         "remaps": remaps,
-        "lineage": lineage(table, ctx.matcher, qs=config.percentiles),
+        "lineage": lineage(table, None, limit=LINEAGE_LIMIT, qs=config.percentiles,
+                           pairs=lin_pairs),
         "summaries": dict(summaries or {}),
     }

@@ -64,6 +64,12 @@ def time_order(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.
     return rows[np.argsort(t, kind="stable")]
 
 
+def index_dtype(n: int) -> np.dtype[Any]:
+    """Row indices of a table of ``n`` rows: int32 below 2**31 rows (half the memory of
+    intp; numpy indexes with either), else intp."""
+    return np.dtype(np.int32) if n < (1 << 31) else np.dtype(np.intp)
+
+
 def device_rows(table: EventTable, dev: int) -> npt.NDArray[np.intp]:
     """Row indices of one device, in table order."""
     return np.flatnonzero(table.dev == dev)
@@ -188,26 +194,42 @@ class StageMatcher:
     accounted through M2D instead.
 
     One instance serves all devices and all stage pairs of a table, so the sort is paid once.
+    With ``rows`` (one device's rows, in table order) it serves that device only: its pairs
+    are exactly the whole-table pairs of that device (the key holds the device, so no pair
+    crosses devices), and ``analyze`` builds one device's matcher at a time to bound memory.
+    Row indices are 32-bit when the table has fewer than 2**31 rows (half the memory of the
+    per-row state, which is the largest part of an analysis of a big trace).
     """
 
-    def __init__(self, table: EventTable) -> None:
+    def __init__(self, table: EventTable,
+                 rows: npt.NDArray[np.integer[Any]] | None = None) -> None:
         codes = np.array([ACTION_CODES[s] for s in MATCH_STAGES], dtype=np.uint8)
-        sel = np.flatnonzero(np.isin(table.action, codes) & (table.nr_sectors > 0))
-        sel = time_order(table, sel)
+        idx_t = index_dtype(len(table))
+        if rows is None:
+            sel = np.flatnonzero(np.isin(table.action, codes) & (table.nr_sectors > 0))
+        else:
+            rows = np.asarray(rows)
+            sel = rows[np.isin(table.action[rows], codes) & (table.nr_sectors[rows] > 0)]
+        sel = time_order(table, sel.astype(idx_t, copy=False))
         self._table = table
         sel_dev = table.dev[sel]
         devs = np.unique(sel_dev)  # few values: hashed, no sort of the whole column
         dev_idx = np.searchsorted(devs, sel_dev)
+        del sel_dev
         key = (dev_idx.astype(np.uint64) << np.uint64(56)) | (
             table.sector[sel] & np.uint64((1 << 56) - 1))
+        del dev_idx
         order = np.argsort(key, kind="stable")
         self.rows = sel[order]  # table rows in (dev, sector, time) order
         skey = key[order]
-        pos = np.arange(len(skey), dtype=np.int64)
+        del key, order, sel
+        pos = np.arange(len(skey), dtype=idx_t)
         new = np.ones(len(skey), dtype=bool)
         if len(skey) > 1:
             new[1:] = skey[1:] != skey[:-1]
-        self._group_start = np.maximum.accumulate(np.where(new, pos, 0)) if len(pos) else pos
+        self._group_start = (np.maximum.accumulate(np.where(new, pos, 0).astype(idx_t))
+                             if len(pos) else pos)
+        del skey, new, pos
         self._action = table.action[self.rows]
         self._last: dict[str, npt.NDArray[np.int64]] = {}
         self._pairs: dict[tuple[str, str], tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]] = {}
@@ -216,10 +238,13 @@ class StageMatcher:
 
     def _last_pos(self, stage: str) -> npt.NDArray[np.int64]:
         if stage not in self._last:
-            pos = np.arange(len(self.rows), dtype=np.int64)
-            mark = np.where(self._action == ACTION_CODES[stage], pos, -1)
+            idx_t = self.rows.dtype
+            pos = np.arange(len(self.rows), dtype=idx_t)
+            mark = np.where(self._action == ACTION_CODES[stage], pos, idx_t.type(-1))
+            del pos
             last = np.maximum.accumulate(mark) if len(mark) else mark
-            self._last[stage] = np.where(last >= self._group_start, last, -1)
+            self._last[stage] = np.where(last >= self._group_start, last,
+                                         idx_t.type(-1)).astype(idx_t, copy=False)
         return self._last[stage]
 
     def pairs(self, a: str, b: str) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:

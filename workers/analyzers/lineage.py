@@ -43,35 +43,88 @@ MAX_SPLITS = 64  # X events looked at after a parent's Q
 
 
 def _pair_index(matcher: StageMatcher, a: str, b: str) -> dict[int, int]:
+    """Every pair as ``{B row: A row}`` (the readable twin of :func:`_pairs_of`)."""
     ra, rb = matcher.pairs(a, b)
     return {int(y): int(x) for x, y in zip(ra, rb)}
 
 
-def lineage(table: EventTable, matcher: StageMatcher, *, limit: int = 20000,
-            qs: tuple[float, ...] = (50.0, 90.0, 99.0)) -> dict[str, Any]:
+def _pairs_of(matcher: StageMatcher, a: str, b: str, keys: npt.NDArray[np.intp],
+              by_a: bool = False) -> dict[int, int]:
+    """The pairs of ``a -> b`` whose B row (A row with ``by_a``) is in ``keys``, as
+    ``{key row: other row}``.
+
+    Equal to the matching entries of :func:`_pair_index` (B rows are unique among the pairs,
+    and so are A rows: one B per A), but only ``len(keys)`` dict entries are built: a record is
+    kept for the first ``limit`` issues, and a dict of every pair of a 100M-event trace cost
+    more than the rest of the analysis.
+    """
+    ra, rb = matcher.pairs(a, b)
+    key, other = (ra, rb) if by_a else (rb, ra)
+    if len(key) == 0 or len(keys) == 0:
+        return {}
+    order = np.argsort(key, kind="stable")
+    skey = key[order]
+    pos = np.minimum(np.searchsorted(skey, keys), len(skey) - 1)
+    hit = skey[pos] == keys
+    return {int(k): int(v) for k, v in zip(keys[hit], other[order[pos[hit]]])}
+
+
+#: The stage pairs a record follows, ``(a, b, by_a)`` as :func:`_pairs_of` takes them.
+RECORD_PAIRS: tuple[tuple[str, str, bool], ...] = (
+    ("Q", "D", False), ("G", "D", False), ("I", "D", False), ("D", "C", True))
+
+
+def issue_rows(table: EventTable, limit: int) -> npt.NDArray[np.intp]:
+    """The D rows (with data) that get a record: the first ``limit`` in issue order."""
+    d_code = ACTION_CODES["D"]
+    return time_order(table, np.flatnonzero((table.action == d_code)
+                                            & (table.nr_sectors > 0)))[:limit]
+
+
+def record_pairs(matcher: StageMatcher, d_rows: npt.NDArray[np.intp]
+                 ) -> dict[tuple[str, str], dict[int, int]]:
+    """The pairs the records of ``d_rows`` need, from one matcher (a device's matcher gives
+    that device's share; ``analyze`` merges the shares with ``dict.update``)."""
+    return {(a, b): _pairs_of(matcher, a, b, d_rows, by_a=by_a) for a, b, by_a in RECORD_PAIRS}
+
+
+def lineage(table: EventTable, matcher: StageMatcher | None, *, limit: int = 20000,
+            qs: tuple[float, ...] = (50.0, 90.0, 99.0),
+            pairs: dict[tuple[str, str], dict[int, int]] | None = None) -> dict[str, Any]:
     """``{"requests": [...first records], "count", "bios": {top: {...}}}``.
 
     A record: ``{"dev", "name", "sector", "nr_sectors", "rwbs", "events": [{"a", "t_ns"}],
     "merged": [{"a", "sector", "nr_sectors", "t_ns"}], "parent": {"dev", "name", "sector",
     "nr_sectors", "t_ns", "offset_kb", "splits"} | None}``.
+
+    ``pairs``: :func:`record_pairs` of ``issue_rows(table, limit)`` already collected (from
+    per-device matchers); then ``matcher`` is not used.
     """
-    d_code = ACTION_CODES["D"]
-    d_rows = time_order(table, np.flatnonzero((table.action == d_code)
-                                              & (table.nr_sectors > 0)))[:limit]
-    to_d = {st: _pair_index(matcher, st, "D") for st in STAGES_BEFORE_D}
-    d_to_c = {int(a): int(b) for a, b in zip(*matcher.pairs("D", "C"))}
+    d_rows = issue_rows(table, limit)
+    if pairs is None:
+        assert matcher is not None
+        pairs = record_pairs(matcher, d_rows)
+    to_d = {st: pairs[(st, "D")] for st in STAGES_BEFORE_D}
+    d_to_c = pairs[("D", "C")]
     t = table.time_ns
     sec = table.sector
     nr = table.nr_sectors
 
+    # Only events up to the last kept issue can join a record (merges are taken up to the
+    # issue's time, remaps, parents and splits up to it too), so the per-event Python
+    # structures below are built for those only: the same records, in memory and time
+    # bounded by ``limit`` instead of the trace's length.
+    horizon = (t <= t[d_rows].max()) if len(d_rows) else np.zeros(len(t), dtype=bool)
+
     # merges (M/F) per device, time ordered
     merge_rows = time_order(table, np.flatnonzero(np.isin(table.action,
-                                                          (ACT_BACKMERGE, ACT_FRONTMERGE))))
+                                                          (ACT_BACKMERGE, ACT_FRONTMERGE))
+                                                  & horizon))
     merges_by_dev: dict[int, list[int]] = defaultdict(list)
     for r in merge_rows:
         merges_by_dev[int(table.dev[r])].append(int(r))
     # remaps (A) by (member dev, member sector), time ordered
-    remap_rows = time_order(table, np.flatnonzero(table.action == ACT_REMAP))
+    remap_rows = time_order(table, np.flatnonzero((table.action == ACT_REMAP) & horizon))
     remaps: dict[tuple[int, int], list[int]] = defaultdict(list)
     for r in remap_rows:
         remaps[(int(table.dev[r]), int(sec[r]))].append(int(r))
@@ -81,10 +134,9 @@ def lineage(table: EventTable, matcher: StageMatcher, *, limit: int = 20000,
     top_q: dict[int, npt.NDArray[np.intp]] = {}
     top_x: dict[int, npt.NDArray[np.intp]] = {}
     for top in tops:
-        top_q[top] = time_order(table, np.flatnonzero((table.dev == top)
-                                                      & (table.action == q_code)))
-        top_x[top] = time_order(table, np.flatnonzero((table.dev == top)
-                                                      & (table.action == ACT_SPLIT)))
+        on_top = (table.dev == top) & horizon
+        top_q[top] = time_order(table, np.flatnonzero(on_top & (table.action == q_code)))
+        top_x[top] = time_order(table, np.flatnonzero(on_top & (table.action == ACT_SPLIT)))
 
     records: list[dict[str, Any]] = []
     bios: dict[tuple[int, int], dict[str, Any]] = {}

@@ -52,6 +52,7 @@ from workers.errors import ParseError
 from workers.events import (
     ACT_MESSAGE,
     ACT_REMAP,
+    COLUMNS,
     NULL_COMM,
     RWBS_AHEAD,
     RWBS_DISCARD,
@@ -949,21 +950,8 @@ def merge_raw(raws: list[RawBlktrace]) -> EventTable:
             comm_col[row] = comm_index[text]
         t.comm = comm_col
         parts.append(t)
-    if len(parts) == 1:
-        merged = parts[0]
-        merged.comms = comms
-    else:
-        cols = {name: np.concatenate([getattr(t, name) for t in parts])
-                for name in parts[0].columns()}
-        merged = EventTable(cols, comms=comms)
-    if len(merged) and not _is_sorted(merged.time_ns):
-        merged = merged.take(np.argsort(merged.time_ns, kind="stable"))
-    merged.comms = comms
-    geneses = [r.genesis for r in raws if r.genesis is not None]
-    genesis = min(geneses) if geneses else 0
-    if genesis:
-        merged.time_ns -= np.int64(genesis)
-    # device names from per-device file names ("vda.blktrace.0")
+    # device names from per-device file names ("vda.blktrace.0"), before the merge below
+    # consumes the parts' columns
     names: dict[int, set[str]] = {}
     for r in raws:
         base = Path(r.name.rsplit(":", 1)[-1]).name
@@ -971,6 +959,17 @@ def merge_raw(raws: list[RawBlktrace]) -> EventTable:
             devs = np.unique(r.table.dev[r.table.action != ACT_REMAP])
             if len(devs) == 1:
                 names.setdefault(int(devs[0]), set()).add(base.split(".blktrace.")[0])
+    if len(parts) == 1:
+        merged = parts[0]
+        if len(merged) and not _is_sorted(merged.time_ns):
+            merged = merged.take(np.argsort(merged.time_ns, kind="stable"))
+    else:
+        merged = EventTable(_merge_columns(parts), comms=comms)
+    merged.comms = comms
+    geneses = [r.genesis for r in raws if r.genesis is not None]
+    genesis = min(geneses) if geneses else 0
+    if genesis:
+        merged.time_ns -= np.int64(genesis)
     merged.devices = {d: DeviceInfo(dev=d, name=sorted(n)[0]) for d, n in names.items()
                       if len(n) == 1}
     ts = sorted(ts for r in raws for ts in r.timestamps)
@@ -988,6 +987,31 @@ def merge_raw(raws: list[RawBlktrace]) -> EventTable:
         wall = sec * 1_000_000_000 + nsec - (t0 - genesis)
         merged.meta["wallclock_genesis_ns"] = wall
     return merged
+
+
+def _merge_columns(parts: list[EventTable]) -> dict[str, npt.NDArray[Any]]:
+    """The parts' columns stacked in order and put in time order (stable: ties keep part
+    order, then row order), one column at a time; each part column is released (replaced by
+    an empty one) as soon as it is stacked.
+
+    The same rows in the same order as ``EventTable.concat(parts).take(argsort(time,
+    stable))``, the readable twin (tests/engine/traces/test_merge_memory.py), but holding the
+    bundle about 1.5 times instead of 3 times: stacked columns, the parts' columns and the
+    gathered copy never all exist at once. The parts are consumed: their tables are empty
+    afterwards.
+    """
+    times = np.concatenate([t.time_ns for t in parts])
+    order = None if _is_sorted(times) else np.argsort(times, kind="stable")
+    out: dict[str, npt.NDArray[Any]] = {}
+    for name, dtype in COLUMNS:
+        col = times if name == "time_ns" else np.concatenate([getattr(t, name) for t in parts])
+        if name == "time_ns":
+            del times
+        for t in parts:
+            setattr(t, name, np.zeros(0, dtype=dtype))
+        out[name] = col if order is None else col[order]
+        del col
+    return out
 
 
 def _natural_key(name: str) -> tuple[str, int, str]:

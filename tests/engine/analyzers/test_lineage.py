@@ -83,3 +83,34 @@ def test_merged_bios_join_their_request(tmp_path) -> None:
     assert first["merged"] == [{"a": "M", "sector": 8, "nr_sectors": 8, "t_ns": 4000}]
     assert first["parent"] is None and second["merged"] == []
     assert story(first) == "Q +0 us, G +1 us, D +9 us, C +19 us; 1 bio(s) merged"
+
+
+def test_records_of_the_first_issues_do_not_depend_on_the_limit(tmp_path) -> None:
+    """The first ``limit`` records are built from the events up to the last kept issue only
+    (a bound on memory at 100M events): they equal the first records of a run over every
+    issue, parents and splits included."""
+    import numpy as np
+
+    from workers.analyzers.common import StageMatcher
+    from workers.analyzers.lineage import _pair_index, _pairs_of, lineage
+
+    for suffix in (".blkparse.txt.xz", ".blkreview.toml"):
+        shutil.copy(MODEL / f"6.1_W1b{suffix}", tmp_path / f"6.1_W1b{suffix}")
+    table = ingest(sorted(tmp_path.iterdir())).table
+    matcher = StageMatcher(table)
+    whole = lineage(table, matcher, limit=len(table))
+    assert whole["count"] > 100
+    for limit in (1, 7, 60, 100):
+        part = lineage(table, matcher, limit=limit)
+        assert part["count"] == limit
+        assert part["requests"] == whole["requests"][:limit]
+    assert any(r["parent"] and r["parent"]["splits"] for r in whole["requests"])
+    # the lookup of the kept issues' pairs equals the readable dict of every pair
+    d_rows = np.flatnonzero(table.action == 7)[::3]
+    for a, b in (("Q", "D"), ("G", "D"), ("I", "D")):
+        full = _pair_index(matcher, a, b)
+        assert _pairs_of(matcher, a, b, d_rows) == {
+            int(d): full[int(d)] for d in d_rows if int(d) in full}
+    full = {v: k for k, v in _pair_index(matcher, "D", "C").items()}
+    assert _pairs_of(matcher, "D", "C", d_rows, by_a=True) == {
+        int(d): full[int(d)] for d in d_rows if int(d) in full}
