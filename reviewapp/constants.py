@@ -52,6 +52,8 @@ TASK_ANALYZE = "reviewapp.tasks.analyze_bundle"
 TASK_COMPARE = "reviewapp.tasks.compare_comparison"
 #: one file of a huge bundle parsed in parallel (reviewapp/shards.py), on the analysis queue
 TASK_SHARD = "reviewapp.tasks.parse_shard"
+#: the callback of a parallel ingest's chord: merges the shards' parts and analyzes
+TASK_MERGE = "reviewapp.tasks.merge_shards"
 #: Collaboration tasks (issue 8), sent to settings.BLKREVIEW_NOTIFY_QUEUE.
 TASK_NOTIFY = "reviewapp.tasks.send_comment_notifications"
 TASK_WEBHOOK = "reviewapp.tasks.deliver_webhook"

@@ -340,9 +340,16 @@ else:
         # broadcast/pidbox exchanges; without it kombu writes ./control in the working directory
         "control_folder": str(_broker_dir / "control"),
     }
-# Job state lives in the database (AnalysisJob), not in a result backend.
+# Job state lives in the database (AnalysisJob), not in a result backend: every task ignores
+# its result. The one exception is the parallel ingest's chord (reviewapp/shards.py): a Celery
+# chord counts its header's results in a backend, so with a Redis broker the broker's own Redis
+# is the result backend, used by the shard tasks only (ignore_result=False on them) and expiring
+# after BLKREVIEW_RESULT_EXPIRES_SECONDS. Any other broker (the embedded filesystem one) has no
+# backend, and bundles are ingested in one task.
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_RESULT_BACKEND = None
+CELERY_RESULT_BACKEND: str | None = (
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else None)
+CELERY_RESULT_EXPIRES = int(os.environ.get("BLKREVIEW_RESULT_EXPIRES_SECONDS", "86400"))
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

@@ -1,24 +1,40 @@
-"""Parallel ingest of a huge bundle: its trace files parsed by several workers at once.
+"""Parallel ingest of a huge bundle: a Celery chord of one shard task per trace file.
 
 When a bundle is larger than ``BLKREVIEW_PARALLEL_INGEST_MB`` and holds at least two trace
-files (per-CPU blktrace files, several captures), the analysis task becomes the coordinator:
+files (per-CPU blktrace files, several captures), and the broker is Redis (so its Redis is the
+chord's result backend, settings.CELERY_RESULT_BACKEND), the analysis task only fans out:
 
-1. it sends one ``reviewapp.tasks.parse_shard`` task per trace file to the analysis queue;
-2. every shard is claimed exactly once (Redis ``SET NX`` with a lease), by a shard task on any
-   worker or by the coordinator itself, which parses unclaimed shards while it waits, so one
-   worker alone finishes the job and N workers share the parsing;
-3. a claimer parses its file (:func:`workers.traces.shards.parse_shard`) and stores the part
-   (lossless bytes) under ``shards/job-<id>-a<attempt>/<file id>.part``;
-4. the coordinator merges every part with ``ingest(parsed=...)``, which is exactly the
-   single-task merge (one comm map and genesis across per-CPU files, time order, manifest),
-   then analyzes and stores as usual, and deletes the parts.
+1. it reads the head of every binary trace (:func:`workers.traces.shards.first_event_time`)
+   for the bundle's genesis, the anchor of the throughput bins, and sends
+   ``chord(group(parse_shard(job, attempt, file, anchor) ...), merge_shards(job, attempt))``
+   (reviewapp/tasks.py); the attempt is then held by a lease (the job's heartbeat set
+   ``BLKREVIEW_SHARD_LEASE_SECONDS`` ahead, :func:`reviewapp.services.jobs.job_lease`) and the
+   task returns, so no worker sits waiting for the others;
+2. each shard task claims its file (Redis ``SET NX`` with the lease), parses it
+   (:func:`workers.traces.shards.parse_shard`), computes its partial results
+   (:func:`workers.analyzers.partial.partials_of`: action counts, sizes, throughput bins), stores
+   both under ``shards/job-<id>-a<attempt>/`` and reports ``parsed 3/8 files, 41,234,567
+   events`` on the job; while it runs it renews the attempt's lease;
+3. the chord's callback claims the merge, collects every part, merges them with
+   ``ingest(parsed=...)`` (exactly the single-task merge: one comm map and genesis across
+   per-CPU files, time order, manifest), merges the partials into the analyzers
+   (``analyze(partials=...)``) and stores the results as the single-task path does; the parts
+   are deleted after the merge.
 
-A claim whose lease ran out without a part (its worker died) is taken over by the coordinator;
-when the merge has everything, every claim is held until its lease ends, so a shard task that
-is delivered late finds its file taken and does nothing.
-A shard that fails to parse leaves no part; the coordinator parses that file itself and fails
-the job with the same readable error the single-task path gives. Without Redis (the embedded
-default's filesystem broker) bundles are always ingested in one task.
+Exactly once. Every task names the job and the attempt, and does nothing (``"stale"``) when
+that attempt is no longer the job's running one; a file is parsed by whoever claims it first
+and a redelivered shard finds it taken or its part stored. The lease coordinator of the first
+version stays as the chord's fallback, inside the callback: a file without a part when the
+callback runs (its shard task failed, or the chord fired early after a duplicate delivery) is
+claimed and parsed by the callback itself, or waited for while another claimer holds it. A
+file that does not parse fails the job with the single-task path's error, because the callback
+parses it again through ``ingest`` (which stops on the first bad file in the bundle's order).
+A chord that is lost (a shard task's message gone, its worker dead for good, the callback's
+worker killed) stops renewing the lease; the sweeper then queues the job again as a new
+attempt, whose fan-out deletes the parts of the earlier ones.
+
+Without Redis (the embedded default's filesystem broker) bundles are always ingested in one
+task.
 """
 
 from __future__ import annotations
@@ -29,7 +45,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -48,6 +64,12 @@ def _redis() -> Any:
     return redis.Redis.from_url(broker, socket_timeout=10)
 
 
+def chord_available() -> bool:
+    """A chord needs a result backend: the broker's Redis (settings.CELERY_RESULT_BACKEND)."""
+    backend = str(getattr(settings, "CELERY_RESULT_BACKEND", None) or "")
+    return backend.startswith(("redis://", "rediss://")) and _redis() is not None
+
+
 def shardable_files(files: Sequence[Any]) -> list[Any]:
     """The files a shard may parse: non-empty top-level traces (not archives or manifests)."""
     return [f for f in files if f.size > 0 and (f.format or "") not in TRACE_FORMATS_SKIP]
@@ -58,21 +80,45 @@ def wanted(files: Sequence[Any]) -> bool:
     limit = float(settings.BLKREVIEW_PARALLEL_INGEST_MB) * 1024 * 1024
     if limit < 0 or sum(f.size for f in files) <= limit:
         return False
-    return len(shardable_files(files)) >= 2 and _redis() is not None
+    return len(shardable_files(files)) >= 2 and chord_available()
 
 
 def part_name(job_id: int, attempt: int, file_id: int) -> str:
     return f"shards/job-{job_id}-a{attempt}/{file_id}.part"
 
 
-def _key(job_id: int, attempt: int, file_id: int) -> str:
-    return f"blkreview:shard:{job_id}:{attempt}:{file_id}"
+def partial_name(job_id: int, attempt: int, file_id: int) -> str:
+    return f"shards/job-{job_id}-a{attempt}/{file_id}.partial"
 
 
-def _claim(r: Any, job_id: int, attempt: int, file_id: int) -> bool:
+def lease_seconds() -> int:
+    return int(settings.BLKREVIEW_SHARD_LEASE_SECONDS)
+
+
+def _ns(job: Any) -> str:
+    """The Redis name of one attempt of one job: id, attempt and the attempt's task id, so two
+    databases on one Redis (test runs, a reset development database) never share a claim."""
+    token = job.celery_task_id or str(job.created.timestamp())
+    return f"{job.pk}:{job.attempts}:{token}"
+
+
+def _key(job: Any, file_id: int | str) -> str:
+    return f"blkreview:shard:{_ns(job)}:{file_id}"
+
+
+def _progress_key(job: Any) -> str:
+    return f"blkreview:shardprog:{_ns(job)}"
+
+
+def _claim(r: Any, job: Any, file_id: int | str) -> bool:
     me = f"{socket.gethostname()}:{os.getpid()}"
-    return bool(r.set(_key(job_id, attempt, file_id), me, nx=True,
-                      ex=int(settings.BLKREVIEW_SHARD_LEASE_SECONDS)))
+    return bool(r.set(_key(job, file_id), me, nx=True, ex=lease_seconds()))
+
+
+def _current(job_id: int, attempt: int) -> Any:
+    from reviewapp.models import AnalysisJob
+
+    return AnalysisJob.objects.filter(pk=job_id, state="running", attempts=attempt).first()
 
 
 def _manifest(files: Sequence[Any], strict: bool) -> tuple[Any, bool]:
@@ -92,94 +138,233 @@ def _manifest(files: Sequence[Any], strict: bool) -> tuple[Any, bool]:
     return manifest, strict or bool(manifest.strict)
 
 
-def _parse_and_store(job_id: int, attempt: int, f: Any, path: Any, manifest: Any,
-                     strict: bool) -> None:
+def bundle_anchor(files: Sequence[Any]) -> int | None:
+    """The bundle's genesis as the heads of its binary traces give it (absolute ns), or None.
+
+    Only the first :data:`~workers.traces.shards.PEEK_BYTES` of each file are read from
+    storage. The merge checks the anchor against the true genesis (see
+    :func:`workers.traces.shards.first_event_time`)."""
     from reviewapp import storage
-    from workers.traces.shards import parse_shard, part_to_bytes
+    from workers.traces.shards import PEEK_BYTES, first_event_time
 
-    start = time.monotonic()
-    blob = part_to_bytes(parse_shard(path, f.name, manifest=manifest, strict=strict))
-    storage.save_bytes(part_name(job_id, attempt, f.pk), io.BytesIO(blob))
-    log.info("parsed shard %s of job %s (attempt %s) in %.2f s", f.name, job_id, attempt,
-             time.monotonic() - start)
+    times = []
+    for f in shardable_files(files):
+        if (f.format or "") != "blktrace":
+            continue
+        try:
+            with storage.default_storage.open(f.storage_name, "rb") as fh:
+                head = fh.read(PEEK_BYTES)
+        except OSError:
+            continue
+        t = first_event_time(head, name=f.name)
+        if t is not None:
+            times.append(t)
+    return min(times) if times else None
 
 
-def shard_run(*, job_id: int, attempt: int, file_id: int) -> str:
-    """Body of the ``parse_shard`` task: claim, parse, store; ``"parsed"`` or why not."""
+def fan_out(*, job: Any, attempt: int, files: Sequence[Any],
+            send: Callable[[list[int], int | None], None]) -> int:
+    """The analysis task's part: clean earlier attempts, count, anchor, send the chord.
+
+    ``send(file_ids, anchor)`` publishes the chord (reviewapp/tasks.py). Returns the number of
+    shards."""
     from reviewapp import storage
-    from reviewapp.models import AnalysisJob, TraceFile
 
-    job = AnalysisJob.objects.filter(pk=job_id, state="running", attempts=attempt).first()
-    if job is None:
-        return "stale"  # the job finished, failed or moved to another attempt
+    shard_files = shardable_files(files)
+    for earlier in range(1, attempt):  # a lost attempt's parts (its chord never merged)
+        for f in shard_files:
+            storage.delete_quietly(part_name(job.pk, earlier, f.pk))
+            storage.delete_quietly(partial_name(job.pk, earlier, f.pk))
     r = _redis()
-    if r is None or not _claim(r, job_id, attempt, file_id):
-        return "taken"
+    key = _progress_key(job)
+    r.delete(key)
+    r.hset(key, mapping={"total": len(shard_files), "files": 0, "events": 0})
+    r.expire(key, int(settings.CELERY_RESULT_EXPIRES))
+    anchor = bundle_anchor(files)
+    send([f.pk for f in shard_files], anchor)
+    log.info("job %s (attempt %s): %d shards sent as a chord (anchor %s)", job.pk, attempt,
+             len(shard_files), anchor)
+    return len(shard_files)
+
+
+def _report(job: Any, events: int) -> None:
+    """One more file parsed: the job's progress message from the attempt's counters."""
+    from reviewapp.services import jobs
+
+    try:
+        r = _redis()
+        key = _progress_key(job)
+        pipe = r.pipeline()
+        pipe.hincrby(key, "files", 1)
+        pipe.hincrby(key, "events", int(events))
+        pipe.hget(key, "total")
+        files, total_events, total = pipe.execute()
+        jobs.job_shard_progress(job_id=job.pk, attempt=job.attempts, files=int(files),
+                                total=int(total or 0), events=int(total_events),
+                                seconds=lease_seconds())
+    except Exception:  # progress is a courtesy: never fail a shard over it
+        log.warning("job %s: shard progress not reported", job.pk, exc_info=True)
+
+
+def _store(job_id: int, attempt: int, file_id: int, part: Any, partials: Any) -> None:
+    from reviewapp import storage
+    from workers.traces.shards import part_to_bytes
+
+    storage.save_bytes(partial_name(job_id, attempt, file_id), io.BytesIO(partials.to_bytes()))
+    storage.save_bytes(part_name(job_id, attempt, file_id), io.BytesIO(part_to_bytes(part)))
+
+
+def _parse(f: Any, path: Any, manifest: Any, strict: bool, anchor: int | None) -> tuple[Any, Any]:
+    """``(part, partials)`` of one file: what a shard computes (anchor None for text parts,
+    whose times are not the binary genesis' base)."""
+    from workers.analyzers.partial import partials_of
+    from workers.events import EventTable
+    from workers.traces.shards import parse_shard
+
+    part = parse_shard(path, f.name, manifest=manifest, strict=strict)
+    table = part.table if part.table is not None else EventTable.empty()
+    return part, partials_of(table, anchor_ns=anchor if part.binary else None)
+
+
+def shard_run(*, job_id: int, attempt: int, file_id: int,
+              anchor: int | None = None) -> dict[str, Any]:
+    """Body of the ``parse_shard`` task: claim, parse, store; ``{"state": "parsed", ...}`` or
+    why not (``stale``, ``taken``, ``done``, ``gone``, ``error``). Never raises: the chord's
+    callback must run and report the job's outcome."""
+    from reviewapp import storage
+    from reviewapp.models import TraceFile
+
+    out: dict[str, Any] = {"file_id": file_id, "host": socket.gethostname(), "pid": os.getpid()}
+    job = _current(job_id, attempt)
+    if job is None:
+        return {**out, "state": "stale"}  # the job finished, failed or moved to another attempt
+    r = _redis()
+    if r is None or not _claim(r, job, file_id):
+        return {**out, "state": "taken"}
+    if storage.default_storage.exists(part_name(job_id, attempt, file_id)):
+        return {**out, "state": "done"}  # parsed already; the claim had expired
     files = list(TraceFile.objects.filter(bundle_id=job.bundle_id))
     f = next((x for x in files if x.pk == file_id), None)
     if f is None:
-        return "gone"
+        return {**out, "state": "gone"}
     try:
+        start = time.monotonic()
         manifest, strict = _manifest(files, bool(job.bundle.strict))
         with storage.local_copy(f.storage_name) as path:
-            _parse_and_store(job_id, attempt, f, path, manifest, strict)
-        return "parsed"
-    except Exception as exc:  # the coordinator parses it again and reports the error itself
+            part, partials = _parse(f, path, manifest, strict, anchor)
+        if _current(job_id, attempt) is None:
+            return {**out, "state": "stale"}  # superseded while parsing: write nothing
+        _store(job_id, attempt, f.pk, part, partials)
+        log.info("parsed shard %s of job %s (attempt %s) in %.2f s", f.name, job_id, attempt,
+                 time.monotonic() - start)
+        _report(job, part.events)
+        return {**out, "state": "parsed", "events": int(part.events)}
+    except Exception as exc:  # the callback parses it again and reports the error itself
         log.warning("shard %s of job %s: %s: %s", f.name, job_id, type(exc).__name__, exc)
         with contextlib.suppress(Exception):
-            r.delete(_key(job_id, attempt, file_id))  # let the coordinator take it at once
-        return "error"
+            r.delete(_key(job, file_id))  # let the callback take it at once
+        return {**out, "state": "error", "error": f"{type(exc).__name__}: {exc}"[:500]}
 
 
-def parse_in_shards(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequence[Any],
-                    send: Any) -> dict[str, Any]:
-    """The coordinator's part: fan out, parse what nobody claimed, collect every part.
+def claim_merge(job: Any) -> bool:
+    """The chord's callback runs once per attempt (a duplicate delivery finds it taken)."""
+    r = _redis()
+    return r is not None and _claim(r, job, "merge")
 
-    ``paths`` are this worker's local copies of ``files`` (the coordinator has them anyway:
-    ingest's detection needs every file); ``send(file_id)`` publishes one shard task.
-    Returns ``{file name: ParsedPart}`` for ``ingest(parsed=...)``.
+
+def collect(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequence[Any],
+            anchor: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The callback's part: every shard's part and partials, by file name.
+
+    A part in storage is read; a file nobody holds is claimed and parsed here (its shard task
+    failed or has not run); a file another worker holds is waited for until its lease ends.
+    ``paths`` are this worker's local copies of ``files`` (ingest needs them all anyway).
+    Claims stay until their lease ends, so a shard task delivered late does nothing. The parts
+    are deleted when the caller leaves the ``finally`` of :func:`cleanup`.
     """
     from reviewapp import storage
-    from workers.traces.shards import parse_shard, part_from_bytes
+    from workers.analyzers.partial import Partials
+    from workers.traces.shards import part_from_bytes
 
     r = _redis()
     shard_files = shardable_files(files)
     local = {f.pk: p for f, p in zip(files, paths, strict=True)}
-    manifest, strict = _manifest(files, bool(job.bundle.strict))
-    for f in shard_files[1:]:  # the first one is the coordinator's own
-        send(f.pk)
+    manifest: Any = None
+    strict = False
+    have_manifest = False
     parsed: dict[str, Any] = {}
-    deadline = time.monotonic() + float(settings.BLKREVIEW_SHARD_LEASE_SECONDS)
-    try:
-        pending = list(shard_files)
-        while pending:
-            progress = False
-            for f in list(pending):
-                name = part_name(job.pk, attempt, f.pk)
-                if _claim(r, job.pk, attempt, f.pk):
-                    parsed[f.name] = parse_shard(local[f.pk], f.name, manifest=manifest,
-                                                 strict=strict)
-                    log.info("parsed shard %s of job %s (attempt %s) as coordinator", f.name,
+    partials: dict[str, Any] = {}
+    deadline = time.monotonic() + float(lease_seconds())
+    pending = list(shard_files)
+    while pending:
+        progress = False
+        for f in list(pending):
+            name = part_name(job.pk, attempt, f.pk)
+            if storage.default_storage.exists(name):
+                with storage.default_storage.open(name, "rb") as fh:
+                    parsed[f.name] = part_from_bytes(fh.read())
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    with storage.default_storage.open(partial_name(job.pk, attempt, f.pk),
+                                                      "rb") as fh:
+                        partials[f.name] = Partials.from_bytes(fh.read())
+            elif _claim(r, job, f.pk):
+                if not have_manifest:
+                    manifest, strict = _manifest(files, bool(job.bundle.strict))
+                    have_manifest = True
+                try:
+                    parsed[f.name], partials[f.name] = _parse(f, local[f.pk], manifest, strict,
+                                                              anchor)
+                    log.info("parsed shard %s of job %s (attempt %s) in the callback", f.name,
                              job.pk, attempt)
-                    pending.remove(f)
-                    progress = True
-                elif storage.default_storage.exists(name):
-                    with storage.default_storage.open(name, "rb") as fh:
-                        parsed[f.name] = part_from_bytes(fh.read())
-                    pending.remove(f)
-                    progress = True
-                elif not r.exists(_key(job.pk, attempt, f.pk)):
-                    continue  # lease ran out without a part: claim it on the next round
-                elif time.monotonic() > deadline:
-                    raise TimeoutError(f"shard {f.name} not parsed within the lease")
-            if pending and not progress:
-                time.sleep(0.2)
-        return parsed
-    finally:
-        for f in shard_files:
-            # a shard task delivered late must find its file taken (not claim and parse it
-            # again, leaving a part nobody reads): the claim stays until its lease ends
-            with contextlib.suppress(Exception):
-                r.set(_key(job.pk, attempt, f.pk), "done", xx=False,
-                      ex=int(settings.BLKREVIEW_SHARD_LEASE_SECONDS))
-            storage.delete_quietly(part_name(job.pk, attempt, f.pk))
+                except Exception:
+                    pass  # left to ingest, which raises the single-task path's error
+            elif not r.exists(_key(job, f.pk)):
+                continue  # lease ran out without a part: claim it on the next round
+            elif time.monotonic() > deadline:
+                raise TimeoutError(f"shard {f.name} not parsed within the lease")
+            else:
+                continue
+            pending.remove(f)
+            progress = True
+        if pending and not progress:
+            time.sleep(0.2)
+    return parsed, partials
+
+
+def cleanup(*, job: Any, files: Sequence[Any]) -> None:
+    """After the merge: hold every claim until its lease ends, delete the parts."""
+    from reviewapp import storage
+
+    r = _redis()
+    for f in shardable_files(files):
+        # a shard task delivered late must find its file taken (not claim and parse it
+        # again, leaving a part nobody reads): the claim stays until its lease ends
+        with contextlib.suppress(Exception):
+            r.set(_key(job, f.pk), "done", ex=lease_seconds())
+        storage.delete_quietly(part_name(job.pk, job.attempts, f.pk))
+        storage.delete_quietly(partial_name(job.pk, job.attempts, f.pk))
+    with contextlib.suppress(Exception):
+        r.delete(_progress_key(job))
+
+
+def merged_partials(ing: Any, partials: dict[str, Any]) -> Any:
+    """The shards' partials merged in the merged table's time base, or None.
+
+    Binary blktrace parts were binned on their raw times; the merge made those relative to the
+    bundle's genesis, so their grids move by ``-genesis`` (text parts keep their times and
+    carry no grid). Files the merge skipped (a blkparse text copy of a binary trace in the
+    bundle) are left out; anything else that does not add up is refused by ``analyze``'s row
+    checks, which then compute from the table."""
+    from workers.analyzers.partial import merge_partials
+
+    if not partials:
+        return None
+    skipped = {r.name for r in getattr(ing, "files", []) if getattr(r, "error", None)}
+    genesis = int((ing.table.meta or {}).get("genesis_ns") or 0)
+    chosen = []
+    for name, p in partials.items():
+        if name in skipped:
+            continue
+        binary = p.grid is not None
+        chosen.append(p.shifted(-genesis) if binary else p)
+    return merge_partials(chosen)

@@ -5,7 +5,8 @@ engine plus the Celery app (``workers.celery``), which finds this module by auto
 Services send the tasks by name (:data:`reviewapp.constants.TASK_ANALYZE`,
 :data:`reviewapp.constants.TASK_COMPARE`), so nothing imports this module to enqueue.
 
-``analyze_bundle(job_id)`` parses and analyzes one bundle; the work itself is
+``analyze_bundle(job_id)`` parses and analyzes one bundle (a huge one as a chord of
+``parse_shard`` tasks and the ``merge_shards`` callback, reviewapp/shards.py); the work itself is
 :func:`run_analysis`, a plain function (``manage.py load_demo`` calls it in-process; the worker
 calls it through the task). ``compare_comparison(result_id)`` is the comparison-level step
 (:func:`run_compare`): ``workers.compare.compare`` over every baseline vs patched run with the
@@ -103,7 +104,13 @@ def run_analysis(job_id: int, *, task_id: str = "") -> str:
     [90-100]. The job is claimed first (:func:`reviewapp.services.jobs.job_start`); every write
     names this attempt, so a redelivered or superseded task writes nothing, and the .npz name is
     recorded on the job before it is written so that a lost attempt's file is deleted.
+
+    A huge bundle (:func:`reviewapp.shards.wanted`) is only fanned out here as a Celery chord
+    and ``"sharded"`` is returned with the job still running under a lease; the shard tasks
+    report ``parsed n/N files, E events`` [20-55] and the chord's callback
+    (:func:`run_merge`) merges [55-60] and goes on as above.
     """
+    from reviewapp import shards
     from reviewapp.services import jobs
 
     job = jobs.job_start(job_id=job_id, task_id=task_id)
@@ -111,22 +118,86 @@ def run_analysis(job_id: int, *, task_id: str = "") -> str:
         return "skipped"
     attempt = job.attempts
     with Heartbeat(lambda: jobs.job_heartbeat(job_id=job_id, attempt=attempt)):
-        return _analyze(job, attempt)
+        state = _start(job, attempt)
+    if state == "sharded":
+        # the chord runs on: hold the attempt by a lease its shard tasks renew (set after the
+        # heartbeat thread stopped, which would set the heartbeat back to now)
+        jobs.job_lease(job_id=job_id, attempt=attempt, seconds=shards.lease_seconds())
+    return state
 
 
-def _send_shard(job_id: int, attempt: int, file_id: int) -> None:
-    app.send_task(c.TASK_SHARD, args=[job_id, attempt, file_id],
-                  queue=settings.BLKREVIEW_ANALYSIS_QUEUE)
-
-
-def _analyze(job: Any, attempt: int) -> str:
-    from reviewapp import metrics, shards, storage
+def _files(job: Any) -> list[Any]:
     from reviewapp.models import TraceFile
+
+    return list(TraceFile.objects.filter(bundle_id=job.bundle_id).order_by("name", "pk"))
+
+
+def _start(job: Any, attempt: int) -> str:
+    """A huge bundle fans out as a chord (``"sharded"``: the callback finishes the job);
+    anything else, or a chord that cannot be sent, is analyzed here."""
+    from reviewapp import shards
+    from reviewapp.services import jobs
+
+    files = _files(job)
+    if files and shards.wanted(files):
+        n = len(shards.shardable_files(files))
+        if not jobs.job_progress(job_id=job.pk, progress=20, attempt=attempt,
+                                 message=f"parsed 0/{n} files, 0 events"):
+            return "skipped"
+        try:
+            shards.fan_out(job=job, attempt=attempt, files=files,
+                           send=lambda ids, anchor: _send_chord(job.pk, attempt, ids, anchor))
+            return "sharded"
+        except Exception:
+            log.exception("job %s (attempt %s): the chord was not sent; parsing in this task",
+                          job.pk, attempt)
+    return _analyze(job, attempt)
+
+
+def _send_chord(job_id: int, attempt: int, file_ids: list[int], anchor: int | None) -> None:
+    """``chord(parse_shard per file) -> merge_shards`` on the analysis queue."""
+    from celery import chord
+
+    queue = settings.BLKREVIEW_ANALYSIS_QUEUE
+    header = [parse_shard.si(job_id, attempt, fid, anchor).set(queue=queue) for fid in file_ids]
+    chord(header)(merge_shards.s(job_id, attempt, anchor).set(queue=queue))
+
+
+def run_merge(job_id: int, attempt: int, *, anchor: int | None = None,
+              results: list[Any] | None = None) -> str:
+    """The chord's callback: merge the shards of attempt ``attempt`` and analyze (as
+    :func:`run_analysis` from the parse on). Nothing when the attempt is no longer the job's
+    running one (``"stale"``) or another delivery of the callback holds the merge
+    (``"taken"``)."""
+    from reviewapp import shards
+    from reviewapp.models import AnalysisJob
+    from reviewapp.services import jobs
+
+    job = AnalysisJob.objects.filter(pk=job_id, state=c.JOB_STATE_RUNNING,
+                                     attempts=attempt).first()
+    if job is None:
+        return "stale"
+    if not shards.claim_merge(job):
+        return "taken"
+    done = [r for r in results or [] if isinstance(r, dict)]
+    log.info("job %s (attempt %s): merging; shards %s", job_id, attempt,
+             {str(r.get("file_id")): r.get("state") for r in done})
+    files = _files(job)
+    with Heartbeat(lambda: jobs.job_heartbeat(job_id=job_id, attempt=attempt)):
+        try:
+            return _analyze(job, attempt, sharded={"anchor": anchor})
+        finally:
+            shards.cleanup(job=job, files=files)
+
+
+def _analyze(job: Any, attempt: int, *, sharded: dict[str, Any] | None = None) -> str:
+    """Parse (or, for ``sharded``, collect the chord's parts), analyze, store."""
+    from reviewapp import metrics, shards, storage
     from reviewapp.services import jobs
     from workers.errors import ParseError
 
     job_id = job.pk
-    files = list(TraceFile.objects.filter(bundle_id=job.bundle_id).order_by("name", "pk"))
+    files = _files(job)
     if not files:
         jobs.job_mark_failed(job_id=job_id, error="the bundle has no files", attempt=attempt)
         return "failed"
@@ -135,16 +206,17 @@ def _analyze(job: Any, attempt: int) -> str:
         _pause()
         with contextlib.ExitStack() as stack:
             paths = [stack.enter_context(storage.local_copy(f.storage_name)) for f in files]
-            if not jobs.job_progress(job_id=job_id, progress=20, message="parsing traces",
+            progress, message = ((55, "merging the parsed files") if sharded is not None
+                                 else (20, "parsing traces"))
+            if not jobs.job_progress(job_id=job_id, progress=progress, message=message,
                                      attempt=attempt):
                 return "skipped"
             from workers.traces import ingest
 
-            parsed = None
-            if shards.wanted(files):  # huge: the trace files are parsed by several workers
-                parsed = shards.parse_in_shards(
-                    job=job, attempt=attempt, files=files, paths=paths,
-                    send=lambda file_id: _send_shard(job_id, attempt, file_id))
+            parsed = partials = None
+            if sharded is not None:  # huge: the trace files were parsed by the chord
+                parsed, partials = shards.collect(job=job, attempt=attempt, files=files,
+                                                  paths=paths, anchor=sharded.get("anchor"))
             ing = ingest(paths, names=[f.name for f in files], strict=job.bundle.strict,
                          parsed=parsed)
         metrics.observe_ingest(nbytes=sum(f.size for f in files),
@@ -156,7 +228,8 @@ def _analyze(job: Any, attempt: int) -> str:
             return "skipped"
         from workers.analyzers import analyze
 
-        results = analyze(ing.table, summaries=getattr(ing, "summaries", None))
+        results = analyze(ing.table, summaries=getattr(ing, "summaries", None),
+                          partials=shards.merged_partials(ing, partials) if partials else None)
         results = json.loads(json.dumps(results))  # plain JSON (numpy scalars fail loudly here)
         _pause()
         name = storage.new_events_name(job.bundle_id)
@@ -236,6 +309,25 @@ class AnalysisTask(ReportingTask):
         from reviewapp.services import jobs
 
         jobs.job_mark_failed(job_id=object_id, error=error)
+
+
+class MergeTask(AnalysisTask):
+    """The chord's callback: its job id is the second argument (the first is the header's
+    results), and only its own attempt is marked failed."""
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any,
+                   einfo: Any) -> None:
+        from reviewapp.services import jobs
+
+        job_id = args[1] if len(args) > 1 else kwargs.get("job_id")
+        attempt = args[2] if len(args) > 2 else kwargs.get("attempt")
+        log.error("task %s (%s) failed: %s: %s", self.name, job_id, type(exc).__name__, exc)
+        if job_id is not None and attempt is not None:
+            try:
+                jobs.job_mark_failed(job_id=int(job_id), error=INTERNAL_ERROR,
+                                     attempt=int(attempt))
+            except Exception:
+                log.exception("could not mark job %s failed", job_id)
 
 
 # --- the comparison step ---------------------------------------------------------------------
@@ -552,16 +644,38 @@ def analyze_bundle(self: Task, job_id: int, **kwargs: Any) -> str:
         return done[-1]
 
 
-@app.task(name=c.TASK_SHARD, acks_late=True, ignore_result=True)
-def parse_shard(job_id: int, attempt: int, file_id: int, **kwargs: Any) -> str:
-    """Parse one trace file of a huge bundle for its coordinator (reviewapp/shards.py)."""
+@app.task(name=c.TASK_SHARD, acks_late=True, ignore_result=False)
+def parse_shard(job_id: int, attempt: int, file_id: int, anchor: int | None = None,
+                **kwargs: Any) -> dict[str, Any]:
+    """Parse one trace file of a huge bundle, a member of its chord (reviewapp/shards.py).
+
+    The only task whose result is stored (the chord counts its header's results in the
+    backend); it renews the attempt's lease while it runs and never raises."""
     if kwargs:
         log.warning("parse_shard: ignoring unexpected arguments %s", sorted(kwargs))
     from reviewapp import shards
     from reviewapp.logjson import log_context
+    from reviewapp.services import jobs
 
-    with log_context(job_id=int(job_id), task_id=parse_shard.request.id or ""):
-        return shards.shard_run(job_id=int(job_id), attempt=int(attempt), file_id=int(file_id))
+    job_id, attempt = int(job_id), int(attempt)
+    with log_context(job_id=job_id, task_id=parse_shard.request.id or ""), Heartbeat(
+            lambda: jobs.job_lease(job_id=job_id, attempt=attempt,
+                                   seconds=shards.lease_seconds())):
+        return shards.shard_run(job_id=job_id, attempt=attempt, file_id=int(file_id),
+                                anchor=None if anchor is None else int(anchor))
+
+
+@app.task(bind=True, base=MergeTask, name=c.TASK_MERGE, acks_late=True, ignore_result=True)
+def merge_shards(self: Task, results: Any, job_id: int, attempt: int,
+                 anchor: int | None = None, **kwargs: Any) -> str:
+    """The chord's callback: merge a huge bundle's shards and analyze (see :func:`run_merge`)."""
+    if kwargs:
+        log.warning("merge_shards: ignoring unexpected arguments %s", sorted(kwargs))
+    with _observed("analyze", job_id=int(job_id), task_id=self.request.id or "") as done:
+        done.append(run_merge(int(job_id), int(attempt),
+                              anchor=None if anchor is None else int(anchor),
+                              results=results if isinstance(results, list) else None))
+        return done[-1]
 
 
 # --- collaboration (issue 8): mail notifications and webhook deliveries -----------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -36,7 +37,7 @@ def _send(job_id: int, task_id: str) -> bool:
     from workers.celery import app
 
     try:
-        app.send_task(c.TASK_ANALYZE, args=[job_id], task_id=task_id,
+        app.send_task(c.TASK_ANALYZE, args=[job_id], task_id=task_id, ignore_result=True,
                       queue=settings.BLKREVIEW_ANALYSIS_QUEUE)
     except Exception:
         log.exception("could not queue job %s; the sweeper will send it", job_id)
@@ -140,6 +141,27 @@ def job_progress(*, job_id: int, progress: int, message: str = "",
 def job_heartbeat(*, job_id: int, attempt: int) -> bool:
     """The running attempt is alive; False when it is no longer the current one."""
     return bool(_current(job_id, attempt).update(heartbeat=timezone.now()))
+
+
+def job_lease(*, job_id: int, attempt: int, seconds: float) -> bool:
+    """A fanned-out attempt (parallel ingest, reviewapp/shards.py) stays alive for ``seconds``
+    although no task of it may be running: its shard tasks can wait in the queue. The heartbeat
+    is set that far ahead, so the sweeper takes the attempt as lost only when no shard task has
+    started or finished for ``seconds`` plus BLKREVIEW_STALE_AFTER_SECONDS (a chord that will
+    never finish); every shard task renews it. False when ``attempt`` is no longer current."""
+    until = timezone.now() + timedelta(seconds=float(seconds))
+    return bool(_current(job_id, attempt).update(heartbeat=until))
+
+
+def job_shard_progress(*, job_id: int, attempt: int, files: int, total: int, events: int,
+                       seconds: float) -> bool:
+    """Progress of a sharded parse: ``parsed 3/8 files, 41,234,567 events`` (progress 20-55),
+    never moving backwards (shard tasks report out of order), and a renewed lease."""
+    progress = 20 + (35 * files) // max(total, 1)
+    message = f"parsed {files}/{total} files, {events:,} events"
+    until = timezone.now() + timedelta(seconds=float(seconds))
+    return bool(_current(job_id, attempt).filter(progress__lte=progress).update(
+        progress=progress, message=message[:200], heartbeat=until))
 
 
 def job_file_pending(*, job_id: int, attempt: int, name: str) -> bool:

@@ -29,7 +29,8 @@ def notification_enqueue(*, comment_id: int) -> None:
     from workers.celery import app
 
     try:
-        app.send_task(c.TASK_NOTIFY, args=[comment_id], queue=settings.BLKREVIEW_NOTIFY_QUEUE)
+        app.send_task(c.TASK_NOTIFY, args=[comment_id], queue=settings.BLKREVIEW_NOTIFY_QUEUE,
+                      ignore_result=True)
     except Exception:  # broker down: the comment stands; the mail is lost and logged
         log.exception("could not queue the notifications of comment %s", comment_id)
 

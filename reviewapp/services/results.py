@@ -83,7 +83,7 @@ def _send(result_id: int, task_id: str) -> bool:
     from workers.celery import app
 
     try:
-        app.send_task(c.TASK_COMPARE, args=[result_id], task_id=task_id,
+        app.send_task(c.TASK_COMPARE, args=[result_id], task_id=task_id, ignore_result=True,
                       queue=settings.BLKREVIEW_REPLAY_QUEUE)
     except Exception:
         log.exception("could not queue comparison result %s; the sweeper will send it",

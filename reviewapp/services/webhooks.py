@@ -97,7 +97,7 @@ def _send(delivery_id: int, countdown: float | None = None) -> None:
     from workers.celery import app
 
     try:
-        app.send_task(c.TASK_WEBHOOK, args=[delivery_id], countdown=countdown,
+        app.send_task(c.TASK_WEBHOOK, args=[delivery_id], countdown=countdown, ignore_result=True,
                       queue=settings.BLKREVIEW_NOTIFY_QUEUE)
     except Exception as exc:
         log.exception("could not queue webhook delivery %s", delivery_id)

@@ -127,8 +127,11 @@ def test_two_workers_share_only_database_broker_and_bucket(two_workers, live_ser
 
 
 def test_two_workers_parse_one_huge_bundle_together(two_workers, live_server, user, waiter):
-    """A per-CPU capture (18 blktrace files + manifest) over the parallel threshold: each file
-    is parsed exactly once across the two workers, and the results equal one ingest's."""
+    """A per-CPU capture (18 blktrace files + manifest) over the parallel threshold runs as a
+    Celery chord on the two workers: the analysis task fans out and returns ``sharded``, each
+    of the 18 ``parse_shard`` tasks runs once and parses its file (each file parsed exactly
+    once across the workers), the ``merge_shards`` callback runs once, and the results equal
+    one ingest's."""
     import json as _json
 
     from reviewapp.models import AnalysisJob, BundleResult
@@ -161,4 +164,24 @@ def test_two_workers_parse_one_huge_bundle_together(two_workers, live_server, us
     assert BundleResult.objects.get(bundle_id=resp.json()["id"]).data == single
     by_worker = {w: sum(1 for v in parsed.values() if v == [w]) for w in ("w1", "w2")}
     print("shards parsed per worker:", by_worker)
+    # the chord: every task ran on one worker, once, and nothing was retried or failed
+    outcomes: dict[str, list[str]] = {}
+    for w in two_workers:
+        text = w["log"].read_text(errors="replace")
+        for m in re.finditer(r"Task reviewapp\.tasks\.(\w+)\[([0-9a-f-]+)\] (received|succeeded"
+                             r"|failed|raised|retry)(?:[^\n]*s: (.*))?", text):
+            outcomes.setdefault(f"{m.group(1)}:{m.group(2)}", []).append(
+                m.group(3) + (f" {m.group(4)}" if m.group(4) else ""))
+    kinds = sorted(k.split(":")[0] for k in outcomes)
+    assert kinds == ["analyze_bundle", "merge_shards"] + ["parse_shard"] * 18, kinds
+    for k, v in outcomes.items():
+        assert len(v) == 2 and v[0] == "received" and v[1].startswith("succeeded"), (k, v)
+        if k.startswith("parse_shard"):
+            assert "'state': 'parsed'" in v[1], (k, v)
+    assert [v[1] for k, v in outcomes.items() if k.startswith("analyze_bundle")] == [
+        "succeeded 'sharded'"]
+    assert [v[1] for k, v in outcomes.items() if k.startswith("merge_shards")] == [
+        "succeeded 'succeeded'"]
+    job.refresh_from_db()
+    assert (job.attempts, job.progress, job.message) == (1, 100, "done")
 

@@ -1,10 +1,13 @@
-"""Parallel ingest (reviewapp/shards.py) in-process: a bundle over the threshold is parsed as
-shards (claimed once each through Redis, parts through storage) and its results equal the
-single-task path's exactly."""
+"""Parallel ingest (reviewapp/shards.py) with the task bodies run in this process: the analysis
+task fans out a chord (its messages land in a queue of this test), the shard bodies parse and
+report progress, the callback merges; the results equal the single-task path's exactly, every
+stale or repeated delivery writes nothing, a bad file fails the job with the single-task error.
+tests/e2e/test_two_workers.py runs the same with real worker processes."""
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -26,46 +29,119 @@ def single_pass(paths: list[Path]) -> dict:
     return json.loads(json.dumps(analyze(ing.table, summaries=ing.summaries)))
 
 
-def test_parallel_ingest_equals_single_task(settings, django_capture_on_commit_callbacks):
-    """19 files (18 per-CPU blktrace + manifest) over a 0 MB threshold: 17 shard tasks are
-    sent, the coordinator (alone here) parses all 18, results identical to one ingest."""
-    from reviewapp.models import AnalysisJob, BundleResult
-    from reviewapp.services.bundles import bundle_create
-    from reviewapp.tasks import run_analysis
+@pytest.fixture
+def chord_queue(settings):
+    """Sharding on for every size, the chord's messages in a queue of this test only."""
+    import redis
+
     from tests.conftest import _purge_queue
 
     settings.BLKREVIEW_PARALLEL_INGEST_MB = 0
-    settings.BLKREVIEW_ANALYSIS_QUEUE = queue = f"{settings.BLKREVIEW_ANALYSIS_QUEUE}-par"
-    paths = demo_files("k61_W1b")
-    bundle, _ = bundle_create(files=[uploaded(p.name, p.read_bytes()) for p in paths])
-    job = AnalysisJob.objects.get(bundle=bundle)
-    import redis
-
+    settings.BLKREVIEW_ANALYSIS_QUEUE = queue = f"{settings.BLKREVIEW_ANALYSIS_QUEUE}-chord"
     r = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     _purge_queue(settings.CELERY_BROKER_URL, queue)
     try:
-        assert run_analysis(job.pk) == "succeeded"
-        assert r.llen(queue) == 17  # one shard task per trace file but the coordinator's own
+        yield r, queue
     finally:
         _purge_queue(settings.CELERY_BROKER_URL, queue)
         r.close()
-    assert BundleResult.objects.get(bundle=bundle).data == single_pass(paths)
-    from django.core.files.storage import default_storage
 
+
+def queued_shards(r, queue: str) -> list[list]:
+    """The args of the parse_shard messages waiting in ``queue``."""
+    import base64
+
+    out = []
+    for raw in r.lrange(queue, 0, -1):
+        msg = json.loads(raw)
+        assert msg["headers"]["task"] == "reviewapp.tasks.parse_shard"
+        body = json.loads(base64.b64decode(msg["body"]))
+        out.append(body[0])
+    return out
+
+
+def run_shards(job, files) -> list[dict]:
     from reviewapp import shards
 
+    anchor = shards.bundle_anchor(files)
+    return [shards.shard_run(job_id=job.pk, attempt=job.attempts, file_id=f.pk, anchor=anchor)
+            for f in shards.shardable_files(files)]
+
+
+def test_chord_equals_single_task_and_reports_progress(chord_queue, client, monkeypatch):
+    """18 per-CPU blktrace files + manifest: the analysis task sends 18 shard tasks (a chord)
+    and leaves the job running under a lease; the shards report "parsed n/18 files, N events"
+    on the job (API and page); the callback's results are the single-task path's, taken from
+    the shards' partials for actions, sizes and throughput; nothing is left in storage and
+    every late or repeated delivery does nothing."""
+    from django.core.files.storage import default_storage
+    from django.utils import timezone
+
+    import workers.analyzers as analyzers
+    from reviewapp import shards
+    from reviewapp.models import AnalysisJob, BundleResult
+    from reviewapp.services.comparisons import submission_create
+    from reviewapp.tasks import run_analysis, run_merge
+
+    r, queue = chord_queue
+    paths = demo_files("k61_W1b")
+    comparison, made = submission_create(
+        title="chord", baseline_files=[uploaded(p.name, p.read_bytes()) for p in paths],
+        patched_files=[uploaded(p.name, p.read_bytes()) for p in paths])
+    bundle = made["baseline"][0]
+    files = list(bundle.files.order_by("name", "pk"))
+    job = AnalysisJob.objects.get(bundle=bundle)
+
+    assert run_analysis(job.pk) == "sharded"
     job.refresh_from_db()
-    assert not any(default_storage.exists(shards.part_name(job.pk, job.attempts, f.pk))
-                   for f in bundle.files.all())  # no part left behind
-    # the 17 shard tasks still queued arrive late: each finds its file taken, parses nothing
-    late = [shards.shard_run(job_id=job.pk, attempt=job.attempts, file_id=f.pk)
-            for f in shards.shardable_files(list(bundle.files.all()))]
-    assert set(late) <= {"taken", "stale"}
+    assert job.state == "running" and job.message == "parsed 0/18 files, 0 events"
+    # the lease: no heartbeat needed while the shard tasks wait in the queue
+    assert job.heartbeat > timezone.now() + timedelta(seconds=shards.lease_seconds() - 30)
+    sent = queued_shards(r, queue)
+    assert sorted(a[2] for a in sent) == sorted(f.pk for f in shards.shardable_files(files))
+    assert {(a[0], a[1], a[3]) for a in sent} == {(job.pk, job.attempts,
+                                                  shards.bundle_anchor(files))}
+
+    anchor = shards.bundle_anchor(files)
+    trace_files = shards.shardable_files(files)
+    first = [shards.shard_run(job_id=job.pk, attempt=job.attempts, file_id=f.pk, anchor=anchor)
+             for f in trace_files[:3]]
+    assert [o["state"] for o in first] == ["parsed"] * 3
+    events = sum(o["events"] for o in first)
+    job.refresh_from_db()
+    assert job.message == f"parsed 3/18 files, {events:,} events"
+    assert job.progress == 20 + 35 * 3 // 18
+    api = client.get(f"/api/v1/jobs/{job.pk}/")
+    assert api.status_code == 200 and api.json()["message"] == job.message
+    progress = client.get(f"/comparisons/{comparison.pk}/progress.json").json()
+    assert job.message in [j["message"] for j in progress["jobs"]]
+    page = client.get(f"/comparisons/{comparison.pk}/")
+    assert f"({job.message})" in page.content.decode()
+
+    rest = [shards.shard_run(job_id=job.pk, attempt=job.attempts, file_id=f.pk, anchor=anchor)
+            for f in trace_files[3:]]
+    assert {o["state"] for o in rest} == {"parsed"}
+    job.refresh_from_db()
+    assert job.message.startswith("parsed 18/18 files, ")
+
+    def never(*a, **k):
+        raise AssertionError("recomputed from the table although the shards' partials fit")
+    for name in ("size_stats", "time_series", "_action_counts"):
+        monkeypatch.setattr(analyzers, name, never)
+    assert run_merge(job.pk, job.attempts, anchor=anchor, results=first + rest) == "succeeded"
+    monkeypatch.undo()
+    assert BundleResult.objects.get(bundle=bundle).data == single_pass(paths)
+    assert not [n for f in files for n in (shards.part_name(job.pk, job.attempts, f.pk),
+                                           shards.partial_name(job.pk, job.attempts, f.pk))
+                if default_storage.exists(n)]
+    # a second delivery of the callback and late shard tasks write nothing
+    assert run_merge(job.pk, job.attempts, anchor=anchor) == "stale"
+    assert {o["state"] for o in run_shards(job, files)} == {"stale"}
 
 
-def test_shard_task_claims_once_and_stores_a_part(settings):
-    """A shard task parses its file once: a second delivery finds it taken; a stale attempt
-    does nothing."""
+def test_shard_claims_once_and_a_stale_attempt_writes_nothing(chord_queue):
+    """A shard parses its file once: a second delivery finds it taken; a delivery for another
+    attempt does nothing; the callback of an attempt runs once."""
     from django.core.files.storage import default_storage
 
     from reviewapp import shards
@@ -79,16 +155,106 @@ def test_shard_task_claims_once_and_stores_a_part(settings):
     job = jobs.job_start(job_id=AnalysisJob.objects.get(bundle=bundle).pk)
     f = bundle.files.get(name="vdc.blktrace.1")
     try:
-        assert shards.shard_run(job_id=job.pk, attempt=job.attempts + 1, file_id=f.pk) == "stale"
-        assert shards.shard_run(job_id=job.pk, attempt=job.attempts, file_id=f.pk) == "parsed"
-        assert shards.shard_run(job_id=job.pk, attempt=job.attempts, file_id=f.pk) == "taken"
+        stale = shards.shard_run(job_id=job.pk, attempt=job.attempts + 1, file_id=f.pk)
+        assert stale["state"] == "stale"
+        assert not default_storage.exists(shards.part_name(job.pk, job.attempts + 1, f.pk))
+        assert shards.shard_run(job_id=job.pk, attempt=job.attempts, file_id=f.pk)["state"] \
+            == "parsed"
+        assert shards.shard_run(job_id=job.pk, attempt=job.attempts, file_id=f.pk)["state"] \
+            == "taken"
         name = shards.part_name(job.pk, job.attempts, f.pk)
         with default_storage.open(name, "rb") as fh:
             part = part_from_bytes(fh.read())
         assert part.name == "vdc.blktrace.1" and part.binary and part.events > 0
+        assert shards.claim_merge(job)
+        assert not shards.claim_merge(job)
     finally:
-        import redis
+        shards.cleanup(job=job, files=list(bundle.files.all()))
 
-        r = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-        r.delete(f"blkreview:shard:{job.pk}:{job.attempts}:{f.pk}")
-        r.close()
+
+def test_a_shard_that_does_not_parse_fails_the_job_with_the_single_task_error(chord_queue,
+                                                                              settings):
+    """A per-CPU file cut short: its shard reports an error (no part); the callback parses it
+    again through ingest, which fails the job with exactly the single-task path's error."""
+    from reviewapp import shards
+    from reviewapp.models import AnalysisJob
+    from reviewapp.services.bundles import bundle_create
+    from reviewapp.tasks import run_analysis, run_merge
+
+    def upload():
+        ups = []
+        for p in demo_files("k72_W1b"):
+            data = p.read_bytes()
+            ups.append(uploaded(p.name, data[:-10] if p.name == "vdb.blktrace.1" else data))
+        return bundle_create(files=ups)[0]
+
+    settings.BLKREVIEW_PARALLEL_INGEST_MB = -1
+    one = upload()
+    assert run_analysis(AnalysisJob.objects.get(bundle=one).pk) == "failed"
+    single = AnalysisJob.objects.get(bundle=one)
+    assert "vdb.blktrace.1" in single.error
+
+    settings.BLKREVIEW_PARALLEL_INGEST_MB = 0
+    bundle = upload()
+    job = AnalysisJob.objects.get(bundle=bundle)
+    assert run_analysis(job.pk) == "sharded"
+    job.refresh_from_db()
+    outcomes = run_shards(job, list(bundle.files.all()))
+    assert [o["state"] for o in outcomes].count("error") == 1
+    assert run_merge(job.pk, job.attempts, results=outcomes) == "failed"
+    job.refresh_from_db()
+    assert job.state == "failed"
+    assert (job.error, job.error_detail) == (single.error, single.error_detail)
+    bundle.refresh_from_db()
+    assert bundle.parse_status == "failed"
+    from django.core.files.storage import default_storage
+
+    assert not [f for f in bundle.files.all()
+                if default_storage.exists(shards.part_name(job.pk, job.attempts, f.pk))]
+
+
+def test_a_lost_chord_is_sent_again_and_its_parts_deleted(chord_queue, settings):
+    """The fanned-out attempt is held by its lease: the sweeper leaves it alone while the lease
+    runs, queues the job again once it ran out (no shard started or finished: a lost chord);
+    the new attempt's fan-out deletes the lost attempt's parts, and the lost attempt's late
+    shard and callback write nothing."""
+    from datetime import timedelta
+
+    from django.core.files.storage import default_storage
+    from django.utils import timezone
+
+    from reviewapp import shards
+    from reviewapp.models import AnalysisJob
+    from reviewapp.services.bundles import bundle_create
+    from reviewapp.services.sweeper import SweepReport, sweep_jobs
+    from reviewapp.tasks import run_analysis, run_merge
+
+    bundle, _ = bundle_create(files=[uploaded(p.name, p.read_bytes())
+                                     for p in demo_files("k72_W1b")])
+    files = list(bundle.files.all())
+    job = AnalysisJob.objects.get(bundle=bundle)
+    assert run_analysis(job.pk) == "sharded"
+    job.refresh_from_db()
+    lost = job.attempts
+    f = shards.shardable_files(files)[0]
+    assert shards.shard_run(job_id=job.pk, attempt=lost, file_id=f.pk)["state"] == "parsed"
+    report = SweepReport()
+    sweep_jobs(report)
+    assert job.pk not in report.requeued_jobs  # the lease holds it
+    AnalysisJob.objects.filter(pk=job.pk).update(
+        heartbeat=timezone.now() - timedelta(seconds=settings.BLKREVIEW_STALE_AFTER_SECONDS + 1))
+    sweep_jobs(report)
+    assert job.pk in report.requeued_jobs
+    job.refresh_from_db()
+    assert job.state == "queued"
+    assert run_analysis(job.pk, task_id=job.celery_task_id) == "sharded"
+    job.refresh_from_db()
+    assert job.attempts == lost + 1
+    assert not default_storage.exists(shards.part_name(job.pk, lost, f.pk))
+    # the lost attempt's late tasks
+    g = shards.shardable_files(files)[1]
+    assert shards.shard_run(job_id=job.pk, attempt=lost, file_id=g.pk)["state"] == "stale"
+    assert not default_storage.exists(shards.part_name(job.pk, lost, g.pk))
+    assert run_merge(job.pk, lost) == "stale"
+    job.refresh_from_db()
+    assert (job.state, job.attempts) == ("running", lost + 1)
