@@ -11,7 +11,10 @@ What is read from each mail, in the manner of git-format-patch, b4 and Patchwork
   ``-next``, position 3 of 8; ``RESEND``; ``V3`` spelled as sent;
 * author (an in-body ``From:`` wins over the sender), date, Message-ID, In-Reply-To, References;
 * the commit message, its trailers (``Fixes:``, ``Signed-off-by:``, ``Reviewed-by:``, ...),
-  the diffstat after ``---``, the diff, ``base-commit:`` and b4's ``change-id:``.
+  the diffstat after ``---``, the diff, ``base-commit:`` and b4's ``change-id:``;
+* the patch's own commit id from git format-patch's separator line
+  (``From <40-hex sha> Mon Sep 17 00:00:00 2001``; the cover letter's all-zero id is none):
+  what a later ``Fixes: <sha>`` names.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import email
 import email.policy
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from email.header import decode_header, make_header
 from email.message import EmailMessage
@@ -40,6 +43,7 @@ _MBOX_FROM_RE = re.compile(
     rb"^From \S+\s+[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d{1,2}:\d{2}(?::\d{2})?"
     rb"(?:\s+\S+)?\s+\d{4}[ \t]*\r?$", re.MULTILINE)
 _MBOXRD_RE = re.compile(rb"^>(>*From )", re.MULTILINE)
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 #: Trailer keys recognised in a commit message (any ``Something-by:`` is one too).
 TRAILER_KEYS = ("Fixes", "Cc", "Link", "Closes", "Reported-by", "Signed-off-by", "Reviewed-by",
                 "Tested-by", "Acked-by", "Suggested-by", "Co-developed-by", "Reported-and-tested-by",
@@ -125,6 +129,7 @@ class PatchMail:
     deletions: int = 0
     change_id: str = ""
     cc: tuple[str, ...] = ()
+    commit: str = ""
     raw: str = field(default="", repr=False)
 
     @property
@@ -391,19 +396,28 @@ meta_from_message = mail_from_message
 
 def split_mbox(data: bytes) -> list[bytes]:
     """The messages of an mbox (mboxo/mboxrd ``From `` lines), or ``[data]`` for one mail."""
+    return [chunk for _, chunk in split_mbox_commits(data)]
+
+
+def split_mbox_commits(data: bytes) -> list[tuple[str, bytes]]:
+    """:func:`split_mbox` with each message's commit id: the 40-hex id git format-patch
+    writes on the separator line (``From 1a2b… Mon Sep 17 00:00:00 2001``), lowercased; ``""``
+    for an address (lore's ``From mboxrd@z``), the cover letter's all-zero id, or no line."""
     data = data.replace(b"\r\n", b"\n")
     starts = [m.start() for m in _MBOX_FROM_RE.finditer(data)]
     if not starts:
-        return [data]
-    chunks = []
+        return [("", data)]
+    chunks: list[tuple[str, bytes]] = []
     if data[:starts[0]].strip():
-        chunks.append(data[:starts[0]])
+        chunks.append(("", data[:starts[0]]))
     for i, s in enumerate(starts):
         end = starts[i + 1] if i + 1 < len(starts) else len(data)
         nl = data.find(b"\n", s)
+        token = data[s:nl if nl >= 0 else end].split()[1].decode("ascii", "replace").lower()
+        commit = token if _COMMIT_RE.match(token) and token.strip("0") else ""
         chunk = data[nl + 1:end] if nl >= 0 else b""
-        chunks.append(_MBOXRD_RE.sub(rb"\1", chunk))
-    return [ch for ch in chunks if ch.strip()]
+        chunks.append((commit, _MBOXRD_RE.sub(rb"\1", chunk)))
+    return [(commit, ch) for commit, ch in chunks if ch.strip()]
 
 
 def _to_bytes(data: bytes | str) -> bytes:
@@ -422,12 +436,12 @@ def parse_mbox(data: bytes | str) -> list[PatchMail]:
         raise MailParseError("the patch mail is empty")
     if b"\x00" in raw[:65536]:
         raise MailParseError("this is binary data, not a mail or mbox")
-    chunks = split_mbox(raw)
+    chunks = split_mbox_commits(raw)
     if len(chunks) > MAX_MESSAGES:
         raise MailParseError(f"the mbox has {len(chunks)} messages; at most {MAX_MESSAGES} "
                              "are read at once")
     mails = []
-    for n, chunk in enumerate(chunks, 1):
+    for n, (commit, chunk) in enumerate(chunks, 1):
         where = f"message {n} of {len(chunks)}: " if len(chunks) > 1 else ""
         head = chunk.lstrip()[:4096].split(b"\n\n", 1)[0]
         if not re.search(rb"^[A-Za-z][A-Za-z0-9-]*:", head, re.MULTILINE):
@@ -436,7 +450,8 @@ def parse_mbox(data: bytes | str) -> list[PatchMail]:
         msg = email.message_from_bytes(chunk.lstrip(), policy=email.policy.default)
         assert isinstance(msg, EmailMessage)
         try:
-            mails.append(mail_from_message(msg, raw=chunk.decode("utf-8", "replace")))
+            mail = mail_from_message(msg, raw=chunk.decode("utf-8", "replace"))
+            mails.append(replace(mail, commit=commit) if commit else mail)
         except MailParseError as exc:
             raise MailParseError(f"{where}{exc}") from None
     return mails

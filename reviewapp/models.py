@@ -78,6 +78,10 @@ class Patch(models.Model):
     references = models.JSONField(default=list, blank=True)
     date = models.DateTimeField(null=True, blank=True)
     base_commit = models.CharField(max_length=64, blank=True)
+    commit = models.CharField(
+        max_length=40, blank=True, db_index=True,
+        help_text="the patch's own commit id, from git format-patch's 'From <sha> Mon Sep 17 "
+                  "00:00:00 2001' line: what a later 'Fixes: <sha>' names")
     fixes = models.JSONField(default=list, blank=True, help_text="Fixes: tags, one string each")
     trailers = models.JSONField(default=list, blank=True, help_text="[[key, value], ...]")
     body = models.TextField(blank=True, help_text="the commit message")

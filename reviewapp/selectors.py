@@ -468,25 +468,92 @@ def series_check_rollup(series: Series, user: Any) -> str | None:
     return check_rollup(states)
 
 
-def fixes_offers(patch: Patch, user: Any) -> list[dict[str, Any]]:
-    """For each ``Fixes: <sha> ("subject")`` of ``patch``: the known patch with that subject
-    (the fixed commit's patch) and its comparisons the user may read, newest first; their
-    patched runs (the kernel with the fixed commit) are the natural baseline of this patch."""
-    import re
+#: ``Fixes: <sha> ("subject")``: the abbreviated id and the quoted subject (both optional
+#: past the id; kernel style is 12 hex digits and the subject in quotes and parentheses).
+_FIXES_TAG_RE = re.compile(r'\s*([0-9a-fA-F]{7,40})\b\s*(?:\(\s*"?(.*?)"?\s*\)\s*)?$')
+#: The shortest id matched against stored commit ids: kernel style (Documentation/process/
+#: submitting-patches.rst asks for at least 12 characters); 7 would name several commits.
+FIXES_MIN_SHA = 12
 
+
+def parse_fixes_tag(tag: str) -> tuple[str, str]:
+    """``(sha, subject)`` of one ``Fixes:`` value (lowercased sha; ``""`` for what it lacks)."""
+    m = _FIXES_TAG_RE.match(str(tag))
+    if not m:
+        return "", ""
+    return m.group(1).lower(), (m.group(2) or "").strip()
+
+
+def fixes_matches(fixes: list[str], user: Any, *, exclude: int | None = None,
+                  ) -> list[dict[str, Any]]:
+    """For each ``Fixes: <sha> ("subject")`` tag: the known patch of the fixed commit and its
+    comparisons ``user`` may read, newest first (their patched runs - the kernel with the
+    fixed commit - are the natural baseline of the fixing patch).
+
+    The fixed patch is one ``user`` may read whose own commit id (``Patch.commit``, from git
+    format-patch's separator line) starts with the tag's sha (at least :data:`FIXES_MIN_SHA`
+    hex digits), else the newest whose title is the quoted subject. ``match`` says which:
+    ``"sha"`` (the subject agreeing or absent), ``"sha-subject-differs"``, or ``"subject"``.
+    A patch's ``base_commit`` is not a match: it names the commit the patch applies on, not
+    the patch itself. Tags that name no known patch are left out.
+    """
     out = []
-    for tag in patch.fixes or []:
-        m = re.match(r'\s*([0-9a-fA-F]{7,40})\s*\(\s*"?(.*?)"?\s*\)\s*$', str(tag))
-        if not m or not m.group(2):
+    readable = patch_list_for_user(user)
+    if exclude is not None:
+        readable = readable.exclude(pk=exclude)
+    for tag in fixes or []:
+        sha, subject = parse_fixes_tag(tag)
+        if not sha and not subject:
             continue
-        sha, subject = m.group(1), m.group(2)
-        fixed = (patch_list_for_user(user).filter(title__iexact=subject).exclude(pk=patch.pk)
-                 .order_by("-created").first())
+        fixed, match = None, ""
+        if len(sha) >= FIXES_MIN_SHA:
+            fixed = readable.filter(commit__startswith=sha).order_by("-created", "-pk").first()
+            if fixed is not None:
+                same = not subject or fixed.title.strip().lower() == subject.lower()
+                match = "sha" if same else "sha-subject-differs"
+        if fixed is None and subject:
+            fixed = (readable.filter(title__iexact=subject).order_by("-created", "-pk")
+                     .first())
+            match = "subject"
         if fixed is None:
             continue
-        comps = list(comparison_list_for_user(user).filter(patch=fixed).order_by("-created")[:10])
-        out.append({"fixes": str(tag), "sha": sha, "patch": fixed, "comparisons": comps})
+        comps = list(comparison_list_for_user(user).filter(patch=fixed)
+                     .order_by("-created", "-pk")[:10])
+        out.append({"fixes": str(tag), "sha": sha, "subject": subject, "match": match,
+                    "patch": fixed, "comparisons": comps})
     return out
+
+
+def fixes_matches_data(offers: list[dict[str, Any]], user: Any,
+                       absolute: Any = str) -> list[dict[str, Any]]:
+    """:func:`fixes_matches` as JSON (the upload form's script and the patch API share the
+    shape): each tag, how it matched, the fixed patch, and its comparisons with the patched
+    runs ``user`` may use as a baseline (reviewapp.access.bundles_usable_by: a run seen only
+    through a private comparison is not offered). ``absolute`` makes a path a full URL."""
+    from reviewapp.access import bundles_usable_by
+
+    usable = bundles_usable_by(user)
+    out = []
+    for o in offers:
+        fixed = o["patch"]
+        out.append({
+            "fixes": o["fixes"], "sha": o["sha"], "subject": o["subject"], "match": o["match"],
+            "patch": {"id": fixed.pk, "title": fixed.title, "version": fixed.version,
+                      "commit": fixed.commit, "url": absolute(fixed.get_absolute_url())},
+            "comparisons": [{
+                "id": cmp.pk, "status": cmp.status, "created": cmp.created.isoformat(),
+                "url": absolute(cmp.get_absolute_url()),
+                "baseline_bundles": list(usable.filter(
+                    pk__in=cmp.patched_bundles.values("pk")).order_by("pk")
+                    .values_list("pk", flat=True)),
+            } for cmp in o["comparisons"]],
+        })
+    return out
+
+
+def fixes_offers(patch: Patch, user: Any) -> list[dict[str, Any]]:
+    """:func:`fixes_matches` of ``patch``'s own ``Fixes:`` tags (the upload form's offers)."""
+    return fixes_matches(list(patch.fixes or []), user, exclude=patch.pk)
 def report_header(comparison: Comparison) -> Any:
     """The plain-text report's header (``workers.report.ReportHeader``) of a comparison.
 

@@ -13,6 +13,7 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("upload/", comparisons.upload, name="upload"),
     path("upload/preset-diff.json", comparisons.preset_diff, name="upload-preset-diff"),
+    path("upload/fixes.json", comparisons.upload_fixes, name="upload-fixes"),
     path("comparisons/<int:pk>/", comparisons.detail, name="comparison-detail"),
     path("comparisons/<int:pk>/progress.json", comparisons.progress, name="comparison-progress"),
     path("comparisons/<int:pk>/sections/<slug:section>.json", comparisons.section,

@@ -56,17 +56,62 @@ class TrailerField(serializers.ListField):
     child = serializers.ListField(child=serializers.CharField(), min_length=2, max_length=2)
 
 
+class FixedPatchOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    version = serializers.CharField(allow_blank=True)
+    commit = serializers.CharField(allow_blank=True)
+    url = serializers.CharField()
+
+
+class FixedComparisonOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+    created = serializers.DateTimeField()
+    url = serializers.CharField()
+    baseline_bundles = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="its patched runs you may use: pass them as `baseline` to POST "
+                  "/api/v1/comparisons/ (the kernel with the fixed commit)")
+
+
+class FixesMatchOutput(serializers.Serializer):
+    """One ``Fixes:`` tag that names a known patch (reviewapp.selectors.fixes_matches)."""
+
+    fixes = serializers.CharField(help_text="the tag as written")
+    sha = serializers.CharField(allow_blank=True)
+    subject = serializers.CharField(allow_blank=True)
+    match = serializers.ChoiceField(
+        choices=["sha", "sha-subject-differs", "subject"],
+        help_text="how the fixed patch was found: its commit id starts with the tag's sha (at "
+                  "least 12 hex digits), or its title is the quoted subject")
+    patch = FixedPatchOutput()
+    comparisons = FixedComparisonOutput(many=True, help_text="newest first, at most 10")
+
+
 class PatchDetailOutput(PatchBriefOutput):
     trailers = TrailerField(help_text="[[key, value], ...] in message order")
     fixes = serializers.ListField(child=serializers.CharField())
     references = serializers.ListField(child=serializers.CharField())
     checks_url = serializers.SerializerMethodField()
+    fixes_matches = serializers.SerializerMethodField(
+        help_text="the known patches this one's Fixes: tags name, with their comparisons as "
+                  "baseline candidates (Fixes:-aware pairing)")
 
     class Meta(PatchBriefOutput.Meta):
         fields = PatchBriefOutput.Meta.fields + [
-            "author_email", "date", "in_reply_to", "references", "base_commit", "fixes",
-            "trailers", "body", "diffstat", "diff", "insertions", "deletions", "public",
-            "created", "checks_url"]
+            "author_email", "date", "in_reply_to", "references", "base_commit", "commit",
+            "fixes", "fixes_matches", "trailers", "body", "diffstat", "diff", "insertions",
+            "deletions", "public", "created", "checks_url"]
+
+    @extend_schema_field(FixesMatchOutput(many=True))
+    def get_fixes_matches(self, obj: Patch) -> list[dict[str, Any]]:
+        from reviewapp.selectors import fixes_matches_data, fixes_offers
+
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        return fixes_matches_data(fixes_offers(obj, user), user,
+                                  lambda path: absolute(request, path))
 
     def get_checks_url(self, obj: Patch) -> str:
         return absolute(self.context.get("request"),

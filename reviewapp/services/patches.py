@@ -45,6 +45,7 @@ def patch_create(*, title: str = "", version: str = "", author: str = "",
         title=title[:300], version=(version or "")[:40], author=(author or "")[:200],
         message_id=(meta.message_id if meta else "")[:300],
         base_commit=(meta.base_commit if meta else "")[:64],
+        commit=(meta.commit if meta else "")[:40],
         fixes=list(meta.fixes) if meta else [], raw=raw, public=public,
         submitted_by=user if getattr(user, "is_authenticated", False) else None,
     )

@@ -89,7 +89,7 @@ def _patch_from_mail(m: PatchMail, *, series: Series | None, public: bool, user:
         version_number=m.version_number, author=m.author[:200], author_email=m.author_email[:200],
         message_id=m.message_id[:300], in_reply_to=m.in_reply_to[:300],
         references=list(m.references)[:50], date=m.date, base_commit=m.base_commit[:64],
-        fixes=list(m.fixes), trailers=[[t.key, t.value] for t in m.trailers], body=m.body,
+        commit=m.commit[:40], fixes=list(m.fixes), trailers=[[t.key, t.value] for t in m.trailers], body=m.body,
         diffstat=m.diffstat, diff=m.diff, insertions=m.insertions, deletions=m.deletions,
         state=c.PATCH_STATE_RFC if m.rfc else c.PATCH_STATE_NEW, public=public, raw=m.raw,
         submitted_by=user if getattr(user, "is_authenticated", False) else None,

@@ -65,18 +65,54 @@ def _baseline_from(request: HttpRequest, offers: list[dict[str, Any]], value: An
     return []
 
 
+def _mail_offers(request: HttpRequest, mail: Any) -> list[dict[str, Any]]:
+    """Fixes:-aware pairing for a patch mail being uploaded (no patch exists yet): the offers
+    of the ``Fixes:`` tags of its first mail; [] when it names none or cannot be read (the
+    submission reports a bad mail itself)."""
+    from reviewapp.selectors import fixes_matches
+    from reviewapp.services.patches import patch_meta_from_upload
+
+    if mail is None:
+        return []
+    try:
+        meta, _ = patch_meta_from_upload(mail)
+    except ServiceError:
+        return []
+    finally:
+        mail.seek(0)
+    return fixes_matches(list(meta.fixes), request.user)
+
+
+@login_required
+@require_POST
+def upload_fixes(request: HttpRequest) -> JsonResponse:
+    """``{"offers": [...]}`` for the patch mail chosen on the upload form (multipart
+    ``mbox``): the form's script shows them as baseline choices before the upload."""
+    from reviewapp.selectors import fixes_matches_data
+
+    return JsonResponse({"offers": fixes_matches_data(
+        _mail_offers(request, request.FILES.get("mbox")), request.user,
+        request.build_absolute_uri)})
+
+
 @login_required
 def upload(request: HttpRequest) -> HttpResponse:
     """The upload form; on success the browser lands on the comparison page.
 
-    With ``?patch=<id>`` the comparison is for that (series) patch; when the patch names
-    ``Fixes:`` of a known patch, that patch's comparisons are offered as the baseline.
+    With ``?patch=<id>`` the comparison is for that (series) patch; when the patch, or the
+    patch mail being uploaded, names ``Fixes:`` of a known patch (by commit id or subject,
+    reviewapp.selectors.fixes_matches), that patch's comparisons are offered as the baseline.
     """
     from reviewapp.selectors import fixes_offers
 
     patch = _upload_patch(request, request.POST.get("patch") if request.method == "POST"
                           else request.GET.get("patch"))
-    offers = fixes_offers(patch, request.user) if patch is not None else []
+    if patch is not None:
+        offers = fixes_offers(patch, request.user)
+    elif request.method == "POST":
+        offers = _mail_offers(request, request.FILES.get("mbox"))
+    else:
+        offers = []
     from workers.model.device import PRESETS as DEVICE_PRESETS
     from workers.model.stack import KINDS
 

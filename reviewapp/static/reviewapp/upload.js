@@ -2,7 +2,10 @@
    - "Policies under test": when both kernels are typed, ask the server which policy fields the
      two kernels' presets set differently (the engine's presets) and preselect those choices.
    - Stack builder: kind, disks, chunk and device type write the stack spec
-     (kind:disks=N,chunk=...,device=...) into the Device stack field. */
+     (kind:disks=N,chunk=...,device=...) into the Device stack field.
+   - Fixes:-aware pairing (issue 8): when the chosen patch mail names Fixes: of a known patch
+     (by commit id or subject), offer that patch's comparisons as the baseline (the same radio
+     buttons the server renders for ?patch=, posted as baseline_from). */
 (function () {
   "use strict";
 
@@ -54,7 +57,73 @@
     if (target) { target.value = kind + (parts.length ? ":" + parts.join(",") : ""); }
   }
 
+  function el(tag, text, attrs) {
+    var e = document.createElement(tag);
+    if (text) { e.textContent = text; }
+    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    return e;
+  }
+
+  function radio(value, checked) {
+    var r = el("input", "", {type: "radio", name: "baseline_from", value: value});
+    r.checked = checked;
+    return r;
+  }
+
+  function showOffers(slot, offers) {
+    slot.textContent = "";
+    if (!offers.length) { return; }
+    var fs = el("fieldset", "", {id: "fix-offers"});
+    fs.appendChild(el("legend", "Baseline from the fixed commit"));
+    offers.forEach(function (o) {
+      var p = el("p", "", {"class": "small fix-match", "data-match": o.match});
+      p.appendChild(document.createTextNode("This patch says "));
+      p.appendChild(el("code", "Fixes: " + o.fixes));
+      p.appendChild(document.createTextNode(": that commit is "));
+      p.appendChild(el("a", "patch #" + o.patch.id, {href: o.patch.url}));
+      p.appendChild(document.createTextNode(" (" + (o.match === "subject" ? "same subject" :
+        "commit " + o.patch.commit.slice(0, 12) + (o.match === "sha" ? "" :
+        ", though its subject differs")) + "). Its comparisons' patched runs (the kernel " +
+        "with the fixed commit) can be this patch's baseline:"));
+      fs.appendChild(p);
+      if (!o.comparisons.length) { fs.appendChild(el("p", "No comparison of that patch yet.",
+        {"class": "small"})); }
+      o.comparisons.forEach(function (c) {
+        var label = el("label", "", {"class": "fix-offer"});
+        label.appendChild(radio(String(c.id), false));
+        label.appendChild(document.createTextNode(" patched runs of "));
+        label.appendChild(el("a", "comparison #" + c.id, {href: c.url}));
+        label.appendChild(document.createTextNode(" (" + c.status + ", " +
+          c.created.slice(0, 10) + ")"));
+        fs.appendChild(label);
+        fs.appendChild(el("br"));
+      });
+    });
+    var none = el("label", "", {"class": "fix-offer"});
+    none.appendChild(radio("", true));
+    none.appendChild(document.createTextNode(" no: upload baseline files below"));
+    fs.appendChild(none);
+    slot.appendChild(fs);
+  }
+
+  function mailOffers() {
+    var slot = document.getElementById("fix-offers-slot");
+    var input = document.getElementById("id_mbox");
+    if (!slot || !input) { return; }
+    if (!input.files || !input.files.length) { showOffers(slot, []); return; }
+    var body = new FormData();
+    body.append("mbox", input.files[0]);
+    var token = document.querySelector("#upload-form input[name=csrfmiddlewaretoken]");
+    fetch(slot.dataset.url, {method: "POST", body: body, credentials: "same-origin",
+                             headers: {"X-CSRFToken": token ? token.value : ""}})
+      .then(function (r) { return r.json(); })
+      .then(function (j) { showOffers(slot, j.offers || []); slot.dataset.loaded = "1"; })
+      .catch(function () { slot.dataset.loaded = "error"; });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    var mbox = document.getElementById("id_mbox");
+    if (mbox) { mbox.addEventListener("change", mailOffers); }
     ["id_baseline_kernel", "id_patched_kernel"].forEach(function (id) {
       var e = document.getElementById(id);
       if (e) { e.addEventListener("change", preselect); }
