@@ -226,6 +226,14 @@ def _parse(f: Any, path: Any, manifest: Any, strict: bool, anchor: int | None) -
     return part, partials_of(table, anchor_ns=anchor if part.binary else None)
 
 
+def _test_pause() -> None:
+    """Test only: BLKREVIEW_TEST_STAGE_DELAY seconds after a shard claimed its file, so a test
+    can kill its worker while it holds the claim (0 in every real deployment)."""
+    delay = float(getattr(settings, "BLKREVIEW_TEST_STAGE_DELAY", 0) or 0)
+    if delay > 0:
+        time.sleep(delay)
+
+
 def shard_run(*, job_id: int, attempt: int, file_id: int,
               anchor: int | None = None) -> dict[str, Any]:
     """Body of the ``parse_shard`` task: claim, parse, store; ``{"state": "parsed", ...}`` or
@@ -247,6 +255,7 @@ def shard_run(*, job_id: int, attempt: int, file_id: int,
     f = next((x for x in files if x.pk == file_id), None)
     if f is None:
         return {**out, "state": "gone"}
+    _test_pause()
     try:
         start = time.monotonic()
         manifest, strict = _manifest(files, bool(job.bundle.strict))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -220,3 +221,81 @@ def test_broker_down_at_upload_then_back_the_sweeper_sends_jobs_and_steps_once(
     assert step_y.attempts == 1 and step_y.sent is not None
     check = client.get(f"/api/v1/comparisons/{y.pk}/check/").json()
     assert check["state"] not in ("pending", "error"), check
+
+
+def test_sigkill_mid_chord_the_sweeper_sends_the_job_again_and_it_finishes_once(
+        transactional_db: Any, django_db_blocker: Any, settings: Any, tmp_path: Path,
+        make_upload: Any) -> None:
+    """A huge bundle's chord (parallel ingest): the worker is killed -9 while a shard task holds
+    its file's claim. The attempt's lease (BLKREVIEW_SHARD_LEASE_SECONDS, renewed by running
+    shards) runs out, a second worker's sweeper queues the job again, and attempt 2 fans out,
+    parses every file exactly once and merges: the results are the single-task path's, no part
+    is left in storage, and the killed attempt's shard and callback, delivered late, write
+    nothing (``stale``)."""
+    import json
+
+    from reviewapp.models import AnalysisJob, BundleResult
+    from reviewapp.services.bundles import bundle_create
+    from tests.conftest import DEMO
+    from workers.analyzers import analyze
+    from workers.traces import ingest
+
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    env, queues = queues_env(settings, django_db_blocker, "chord", url,
+                             BLKREVIEW_TEST_STAGE_DELAY="1", BLKREVIEW_PARALLEL_INGEST_MB="0",
+                             BLKREVIEW_SHARD_LEASE_SECONDS="4", **FAST)
+    env_c = dict(env, BLKREVIEW_VISIBILITY_TIMEOUT="1", BLKREVIEW_UNACKED_RESTORE_SECONDS="1",
+                 BLKREVIEW_SWEEP_SECONDS="0")
+    paths = [DEMO / "k72_W1b" / n for n in ("vda.blktrace.0", "vda.blktrace.1")]
+    logs = {n: tmp_path / f"worker-{n}.log" for n in "abc"}
+    workers: dict[str, subprocess.Popen[bytes]] = {}
+    import redis
+
+    r = None
+    with redis_server(port, tmp_path), use_broker(url):
+        r = redis.Redis.from_url(url)
+        try:
+            workers["a"] = start_worker(env=env, queues=queues, log=logs["a"], pool="prefork",
+                                        name="a")
+            bundle, _ = bundle_create(files=[make_upload(p.name, p.read_bytes()) for p in paths])
+            job = AnalysisJob.objects.get(bundle=bundle)
+            wait_for(lambda: r.keys(f"blkreview:shard:{job.pk}:1:*"), timeout=90,
+                     what="a shard task to claim its file")
+            kill_group(workers["a"])
+            assert AnalysisJob.objects.get(pk=job.pk).state == "running"
+
+            workers["b"] = start_worker(env=env, queues=queues, log=logs["b"], pool="prefork",
+                                        name="b")
+            done = wait_for(lambda: AnalysisJob.objects.filter(pk=job.pk, state__in=(
+                "succeeded", "failed")).first(), timeout=150, what="the job to finish")
+            stop_worker(workers.pop("b"))
+            # the killed worker's unacknowledged shard message, redelivered
+            workers["c"] = start_worker(env=env_c, queues=queues, log=logs["c"],
+                                        pool="prefork", name="c")
+            stale_merge = re.compile(r"merge_shards\[[0-9a-f-]+\] succeeded in \S+ 'stale'")
+            wait_for(lambda: "'state': 'stale'" in logs["c"].read_text()
+                     and stale_merge.search(logs["c"].read_text()), timeout=60,
+                     what="the killed shard task redelivered, then attempt 1's callback")
+        finally:
+            for w in workers.values():
+                stop_worker(w)
+            if workers.get("a") is not None and workers["a"].poll() is None:
+                kill_group(workers["a"])
+            r.close()
+
+    assert done.state == "succeeded", done.error
+    assert done.attempts == 2
+    text = {n: p.read_text(errors="replace") for n, p in logs.items()}
+    assert f"job {job.pk}: no heartbeat since" in text["b"]  # the sweeper sent it again
+    parsed2 = [m for t in text.values()
+               for m in re.findall(rf"parsed shard (\S+) of job {job.pk} \(attempt 2\)", t)]
+    assert sorted(parsed2) == ["vda.blktrace.0", "vda.blktrace.1"]  # each once
+    assert "succeeded in" in text["b"] and "merge_shards" in text["b"]
+    assert not re.search(rf"parsed shard \S+ of job {job.pk} \(attempt 1\)", text["a"])
+    names = [p.name for p in paths]
+    ing = ingest(paths, names=names)
+    single = json.loads(json.dumps(analyze(ing.table, summaries=ing.summaries)))
+    assert BundleResult.objects.get(bundle=bundle).data == single
+    shards_dir = Path(settings.MEDIA_ROOT) / "shards"
+    assert not shards_dir.exists() or not [p for p in shards_dir.rglob("*") if p.is_file()]
