@@ -71,8 +71,11 @@ def index_dtype(n: int) -> np.dtype[Any]:
 
 
 def device_rows(table: EventTable, dev: int) -> npt.NDArray[np.intp]:
-    """Row indices of one device, in table order."""
-    return np.flatnonzero(table.dev == dev)
+    """Row indices of one device, in table order (32-bit below 2**31 rows, see
+    :func:`index_dtype`)."""
+    rows: npt.NDArray[np.intp] = np.flatnonzero(table.dev == dev).astype(
+        index_dtype(len(table)), copy=False)
+    return rows
 
 
 def rows_by_device(table: EventTable, devs: list[int]) -> dict[int, npt.NDArray[np.intp]]:
@@ -214,6 +217,7 @@ class StageMatcher:
         self._table = table
         sel_dev = table.dev[sel]
         devs = np.unique(sel_dev)  # few values: hashed, no sort of the whole column
+        self._devs = devs
         dev_idx = np.searchsorted(devs, sel_dev)
         del sel_dev
         key = (dev_idx.astype(np.uint64) << np.uint64(56)) | (
@@ -256,6 +260,9 @@ class StageMatcher:
     def pairs_for(self, a: str, b: str, dev: int
                   ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
         """:meth:`pairs` of one device (split once per stage pair, by the B event's device)."""
+        if (a, b) not in self._by_dev and len(self._devs) == 1:
+            # one device's matcher: its pairs are that device's, no split (and no copy)
+            self._by_dev[(a, b)] = {int(self._devs[0]): self.pairs(a, b)}
         if (a, b) not in self._by_dev:
             ra, rb = self.pairs(a, b)
             dv = self._table.dev[rb]
