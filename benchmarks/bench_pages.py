@@ -135,12 +135,14 @@ def build(events: int, devices: int) -> tuple[int, dict[str, float]]:
 
 def chart_sizes(comparison_id: int) -> list[tuple[str, int]]:
     """Bytes of each chart's data (its panels' figures) per section payload."""
+    from reviewapp import chartstore
     from reviewapp.models import ComparisonChart
 
     out = []
     for row in ComparisonChart.objects.filter(comparison_id=comparison_id).exclude(
             section="index"):
-        data = json.loads(row.payload)
+        data = json.loads(chartstore.read(chartstore.ChartRef(row.storage_name, row.offset,
+                                                              row.nbytes)))
         for chart in data.get("charts", []):
             n = len(json.dumps(chart, separators=(",", ":")))
             out.append((f"{row.section}/{row.dev}/{row.stage or '-'}/{chart['id']}", n))
@@ -243,10 +245,10 @@ def main(argv: list[str]) -> int:
         port = free_port()
         proc = serve(env, port, args.workers, args.threads, Path(media) / "gunicorn.log")
         base = f"http://127.0.0.1:{port}/comparisons/{cid}"
-        from reviewapp.models import ComparisonChart
+        from reviewapp.models import Comparison
+        from reviewapp.selectors import chart_index
 
-        first_dev = json.loads(ComparisonChart.objects.get(comparison_id=cid, section="index")
-                               .payload)["devices"][0]["dev"]
+        first_dev = chart_index(Comparison.objects.get(pk=cid))["devices"][0]["dev"]
         urls = [("page", f"{base}/")]
         for sec in ("fragmentation", "seek", "throughput", "latency", "ordering", "model"):
             urls.append((sec, f"{base}/sections/{sec}.json?dev={first_dev}"))

@@ -1,9 +1,12 @@
 """Django admin for every model (issue 2 item 1)."""
 
+from typing import Any
+
 from django.contrib import admin
 
 from reviewapp import models
 from reviewapp.forms import LimitedAdminAuthenticationForm
+from reviewapp.services.results import comparisons_delete
 
 # the admin's login counts failures like the login page (issue 10 item 11)
 admin.site.login_form = LimitedAdminAuthenticationForm
@@ -40,6 +43,13 @@ class ComparisonAdmin(admin.ModelAdmin):
     list_display = ("id", "patch", "status", "policy", "public", "created_by", "created")
     list_filter = ("status", "public")
     filter_horizontal = ("baseline_bundles", "patched_bundles")
+
+    # through the service, so the comparison's chart objects leave storage with it
+    def delete_model(self, request: Any, obj: Any) -> None:
+        comparisons_delete(queryset=models.Comparison.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request: Any, queryset: Any) -> None:
+        comparisons_delete(queryset=queryset)
 
 
 @admin.register(models.AnalysisJob)

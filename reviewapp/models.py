@@ -1,7 +1,8 @@
 """Data model: what was uploaded, what is being compared, what the worker produced.
 
 Rows hold metadata and results JSON only; trace bytes live in Django storage under generated
-names (TraceFile.storage_name), parsed EventTables as .npz beside them (BundleResult.events_name).
+names (TraceFile.storage_name), parsed EventTables as .npz beside them (BundleResult.events_name),
+chart payloads as one object per comparison step (ComparisonChart.storage_name).
 Writes go through ``reviewapp.services``; reads through ``reviewapp.selectors``.
 """
 
@@ -284,6 +285,9 @@ class ComparisonResult(models.Model):
     heartbeat = models.DateTimeField(null=True, blank=True, help_text="last sign of life")
     sent = models.DateTimeField(null=True, blank=True,
                                 help_text="when the task was published (null: not yet)")
+    pending_charts_name = models.CharField(
+        max_length=300, blank=True,
+        help_text="chart object the running attempt is writing (deleted if it is lost)")
 
     def __str__(self) -> str:
         return f"comparison result {self.pk} ({self.state})"
@@ -296,15 +300,21 @@ class ComparisonResult(models.Model):
 class ComparisonChart(models.Model):
     """Precomputed chart data of one page section for one device (and seek stage).
 
-    ``payload`` is the JSON text the section endpoint serves as is (no parse, no re-encode),
-    so a stored comparison's sections are served in a few milliseconds whatever the trace size.
+    The payload is JSON text in storage (MEDIA_ROOT or the S3 bucket, like the traces): the
+    ``nbytes`` bytes at ``offset`` of the object ``storage_name``, which holds every payload
+    of one comparison step (reviewapp/chartstore.py). The section endpoint serves those bytes as
+    they are (no parse, no re-encode), from the cache or streamed from storage, so a stored
+    comparison's sections are served in a few milliseconds whatever the trace size, and the
+    database holds no chart bytes.
     """
 
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="charts")
     section = models.CharField(max_length=32)
     dev = models.CharField(max_length=32)
     stage = models.CharField(max_length=4, blank=True)
-    payload = models.TextField()
+    storage_name = models.CharField(max_length=300, blank=True,
+                                    help_text="the comparison step's chart object in storage")
+    offset = models.PositiveBigIntegerField(default=0, help_text="first byte of this payload")
     nbytes = models.PositiveIntegerField(default=0)
 
     class Meta:

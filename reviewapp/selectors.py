@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 from django.http import Http404
 
+from reviewapp import chartstore
 from reviewapp import constants as c
 from reviewapp.access import (
     comparison_for_reader,
@@ -16,6 +18,7 @@ from reviewapp.access import (
     patches_readable_by,
     series_readable_by,
 )
+from reviewapp.chartstore import ChartRef
 from reviewapp.models import (
     AnalysisJob,
     BundleResult,
@@ -26,6 +29,8 @@ from reviewapp.models import (
     Series,
     TraceBundle,
 )
+
+log = logging.getLogger(__name__)
 
 
 def comparison_list_for_user(user: Any) -> QuerySet[Comparison]:
@@ -194,10 +199,9 @@ def comparison_result(comparison: Comparison, *, full: bool = False) -> Comparis
     return qs.first()
 
 
-def chart_payload(*, comparison: Comparison, section: str, dev: str = "",
-                  stage: str = "") -> str | None:
-    """The stored JSON text of one section (first device when ``dev`` is empty)."""
-    qs = ComparisonChart.objects.filter(comparison=comparison, section=section)
+def chart_ref(*, comparison: Comparison, section: str, dev: str = "",
+              stage: str = "") -> ChartRef | None:
+    """Where one section's stored JSON text is (first device when ``dev`` is empty), or None."""
     if section == "index":
         dev = ""
     elif not dev:
@@ -205,15 +209,34 @@ def chart_payload(*, comparison: Comparison, section: str, dev: str = "",
         if not devs:
             return None
         dev = devs[0]
-    return qs.filter(dev=dev, stage=stage).values_list("payload", flat=True).first()
+    row = ComparisonChart.objects.filter(comparison=comparison, section=section, dev=dev,
+                                         stage=stage).values_list(
+        "storage_name", "offset", "nbytes").first()
+    if row is None or not row[0]:
+        return None
+    return ChartRef(name=row[0], offset=row[1], nbytes=row[2])
+
+
+def chart_payload(*, comparison: Comparison, section: str, dev: str = "",
+                  stage: str = "") -> str | None:
+    """The stored JSON text of one section (first device when ``dev`` is empty), or None.
+
+    Raises FileNotFoundError when the row exists but its object is gone from storage."""
+    ref = chart_ref(comparison=comparison, section=section, dev=dev, stage=stage)
+    return None if ref is None else chartstore.read(ref).decode()
 
 
 def chart_index(comparison: Comparison) -> dict[str, Any]:
-    """``{"devices": [{dev, name, stage_note, runs}], "sections": [...]}`` or {}."""
+    """``{"devices": [{dev, name, stage_note, runs}], "sections": [...]}`` or {} (also when
+    the stored object is missing: the page then shows no sections instead of failing)."""
     import json
 
-    text = ComparisonChart.objects.filter(comparison=comparison, section="index").values_list(
-        "payload", flat=True).first()
+    try:
+        text = chart_payload(comparison=comparison, section="index")
+    except OSError:
+        log.warning("comparison %s: chart index missing from storage", comparison.pk,
+                    exc_info=True)
+        return {}
     return json.loads(text) if text else {}
 
 

@@ -155,8 +155,7 @@ def local_copy(name: str, *, suffix: str = "") -> Iterator[Path]:
                 try:
                     obj.download_fileobj(out, Config=default_storage.transfer_config)
                 except ClientError as exc:
-                    code = str(exc.response.get("Error", {}).get("Code"))
-                    if code in ("404", "NoSuchKey", "NotFound"):
+                    if _s3_missing(exc):
                         raise FileNotFoundError(f"{name}: not in the bucket") from exc
                     raise
             else:
@@ -166,6 +165,61 @@ def local_copy(name: str, *, suffix: str = "") -> Iterator[Path]:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def _s3_missing(exc: Any) -> bool:
+    return str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound")
+
+
+def iter_range(name: str, offset: int, length: int, *, chunk: int = CHUNK) -> Iterator[bytes]:
+    """The ``length`` bytes of ``name`` from ``offset``, in chunks of at most ``chunk``.
+
+    The storage is opened (and a missing object reported as FileNotFoundError) when this is
+    called, not on the first ``next``, so a caller can still answer 404 before it starts a
+    response. S3: one ranged GET, its body streamed, never the whole object; local: a seek.
+    """
+    if length <= 0:
+        return iter(())
+    obj = _s3_object(name)
+    if obj is not None:
+        from botocore.exceptions import ClientError
+
+        try:
+            body = obj.get(Range=f"bytes={offset}-{offset + length - 1}")["Body"]
+        except ClientError as exc:
+            if _s3_missing(exc):
+                raise FileNotFoundError(f"{name}: not in the bucket") from exc
+            raise
+
+        def s3_chunks() -> Iterator[bytes]:
+            try:
+                yield from body.iter_chunks(chunk)
+            finally:
+                body.close()
+        return s3_chunks()
+    src = default_storage.open(name, "rb")
+
+    def local_chunks() -> Iterator[bytes]:
+        try:
+            src.seek(offset)
+            left = length
+            while left > 0:
+                data = src.read(min(chunk, left))
+                if not data:
+                    raise OSError(f"{name}: {left} bytes short of its recorded range")
+                left -= len(data)
+                yield data
+        finally:
+            src.close()
+    return local_chunks()
+
+
+def read_range(name: str, offset: int, length: int) -> bytes:
+    """The ``length`` bytes of ``name`` from ``offset`` (see :func:`iter_range`)."""
+    data = b"".join(iter_range(name, offset, length))
+    if len(data) != max(0, length):
+        raise OSError(f"{name}: read {len(data)} of {length} bytes at {offset}")
+    return data
 
 
 def storage_kind() -> str:

@@ -18,9 +18,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from reviewapp import chartstore, storage
 from reviewapp import constants as c
 from reviewapp.models import BundleResult, Comparison, ComparisonChart, ComparisonResult
 from reviewapp.services import UploadRejected
+from reviewapp.services.delivery import delete_file_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +173,8 @@ def result_start(*, result_id: int, task_id: str = "") -> ComparisonResult | Non
                 return None
             log.warning("comparison result %s: attempt %s lost its worker; taking over",
                         result_id, result.attempts)
+        # an earlier attempt's chart object (lost, or superseded mid-write) is never current
+        delete_file_on_commit(result.pending_charts_name)
         now = timezone.now()
         result.state = c.JOB_STATE_RUNNING
         result.attempts += 1
@@ -178,8 +182,9 @@ def result_start(*, result_id: int, task_id: str = "") -> ComparisonResult | Non
         result.heartbeat = now
         result.progress = 5
         result.message = "loading results"
+        result.pending_charts_name = ""
         result.save(update_fields=["state", "attempts", "started", "heartbeat", "progress",
-                                   "message"])
+                                   "message", "pending_charts_name"])
     return result
 
 
@@ -200,10 +205,62 @@ def result_heartbeat(*, result_id: int, attempt: int) -> bool:
 
 
 def result_mark_failed(*, result_id: int, error: str, attempt: int | None = None) -> None:
-    qs = ComparisonResult.objects.filter(pk=result_id).exclude(state=c.JOB_STATE_SUCCEEDED)
-    if attempt is not None:
-        qs = qs.filter(attempts=attempt, state=c.JOB_STATE_RUNNING)
-    qs.update(state=c.JOB_STATE_FAILED, error=error, message="failed", finished=timezone.now())
+    """Failed with ``error``; the chart object the attempt was writing (if any) is deleted.
+    The charts of an earlier successful run stay until a new run replaces them."""
+    with transaction.atomic():
+        qs = ComparisonResult.objects.select_for_update().filter(pk=result_id).exclude(
+            state=c.JOB_STATE_SUCCEEDED)
+        if attempt is not None:
+            qs = qs.filter(attempts=attempt, state=c.JOB_STATE_RUNNING)
+        for pending in qs.exclude(pending_charts_name="").values_list("pending_charts_name",
+                                                                       flat=True):
+            delete_file_on_commit(pending)
+        qs.update(state=c.JOB_STATE_FAILED, error=error, message="failed",
+                  finished=timezone.now(), pending_charts_name="")
+
+
+def result_file_pending(*, result_id: int, attempt: int, name: str) -> bool:
+    """Record the chart object this attempt is about to write (before writing it), so a lost
+    attempt's object is deleted by whoever takes the step over (as
+    :func:`reviewapp.services.jobs.job_file_pending` does for an EventTable)."""
+    return bool(_current(result_id, attempt).update(pending_charts_name=name[:300],
+                                                    heartbeat=timezone.now()))
+
+
+def charts_replace(*, comparison_id: int, charts: Mapping[tuple[str, str, str], str]) -> str:
+    """Store ``charts`` (``{(section, dev, stage): JSON text}``) as the comparison's chart
+    payloads, replacing the ones it had; returns the new object's storage name.
+
+    The object is written first (outside any transaction: an upload may take seconds), the
+    rows are swapped in one transaction, and the replaced objects are deleted once it commits;
+    if the swap fails the new object is deleted. For a comparison step use
+    :func:`result_store`, which also checks that its attempt is still the current one.
+    """
+    name, index = chartstore.write_blob(chartstore.new_name(comparison_id), charts)
+    done = False
+    try:
+        with transaction.atomic():
+            _swap_charts(comparison_id, name, index)
+        done = True
+    finally:
+        if not done:
+            storage.delete_quietly(name)
+    return name
+
+
+def _swap_charts(comparison_id: int, name: str,
+                 index: Mapping[tuple[str, str, str], tuple[int, int]]) -> None:
+    """Inside a transaction: the comparison's chart rows now point into ``name``; the objects
+    the old rows pointed into are deleted after commit."""
+    old = ComparisonChart.objects.filter(comparison_id=comparison_id)
+    for previous in set(old.exclude(storage_name=name).values_list("storage_name", flat=True)):
+        delete_file_on_commit(previous)
+    old.delete()
+    ComparisonChart.objects.bulk_create([
+        ComparisonChart(comparison_id=comparison_id, section=sec, dev=dev, stage=st,
+                        storage_name=name, offset=offset, nbytes=nbytes)
+        for (sec, dev, st), (offset, nbytes) in index.items()
+    ], batch_size=500)
 
 
 def result_store(*, result_id: int, compare: dict[str, Any] | None, verdict: dict[str, Any] | None,
@@ -212,30 +269,60 @@ def result_store(*, result_id: int, compare: dict[str, Any] | None, verdict: dic
                  attempt: int | None = None) -> ComparisonResult | None:
     """Results, chart payloads and the final state, atomically (charts replaced wholesale).
 
-    Idempotent: None when the step is not running or ``attempt`` is not its current attempt."""
-    with transaction.atomic():
-        result = ComparisonResult.objects.select_for_update().filter(pk=result_id).first()
-        if result is None or result.state != c.JOB_STATE_RUNNING:
-            return None
-        if attempt is not None and result.attempts != attempt:
-            return None
-        ComparisonChart.objects.filter(comparison_id=result.comparison_id).delete()
-        ComparisonChart.objects.bulk_create([
-            ComparisonChart(comparison_id=result.comparison_id, section=sec, dev=dev, stage=st,
-                            payload=text, nbytes=len(text.encode()))
-            for (sec, dev, st), text in charts.items()
-        ], batch_size=200)
-        result.compare = compare
-        result.verdict = verdict
-        result.model = model
-        result.report = report
-        result.state = c.JOB_STATE_SUCCEEDED
-        result.progress = 100
-        result.message = "done"
-        result.error = ""
-        result.finished = timezone.now()
-        result.save()
+    The chart payloads go to storage first, as one object (reviewapp/chartstore.py) whose name
+    the attempt records before writing it; the rows pointing into it, the results and the final
+    state are then written in one transaction, and the object of the charts they replace is
+    deleted once it commits. Idempotent: None (and the new object deleted) when the step is not
+    running or ``attempt`` is not its current attempt."""
+    comparison_id = ComparisonResult.objects.filter(pk=result_id).values_list(
+        "comparison_id", flat=True).first()
+    if comparison_id is None:
+        return None
+    name = chartstore.new_name(comparison_id)
+    if attempt is not None and not result_file_pending(result_id=result_id, attempt=attempt,
+                                                       name=name):
+        return None  # superseded before writing anything
+    stored, index = chartstore.write_blob(name, charts)
+    result = None
+    try:
+        with transaction.atomic():
+            result = ComparisonResult.objects.select_for_update().filter(pk=result_id).first()
+            if result is None or result.state != c.JOB_STATE_RUNNING:
+                return None
+            if attempt is not None and result.attempts != attempt:
+                return None
+            _swap_charts(result.comparison_id, stored, index)
+            result.compare = compare
+            result.verdict = verdict
+            result.model = model
+            result.report = report
+            result.state = c.JOB_STATE_SUCCEEDED
+            result.progress = 100
+            result.message = "done"
+            result.error = ""
+            result.finished = timezone.now()
+            result.pending_charts_name = ""
+            result.save()
+        stored = ""  # committed: the rows refer to it now
+    finally:
+        if stored:
+            storage.delete_quietly(stored)
     return result
+
+
+def comparisons_delete(*, queryset: Any) -> int:
+    """Delete comparisons (their results and chart rows go by cascade) and, once that commits,
+    their chart objects in storage (the admin's delete). Returns how many comparisons were deleted."""
+    with transaction.atomic():
+        ids = list(queryset.values_list("pk", flat=True))
+        names = set(ComparisonChart.objects.filter(comparison_id__in=ids).exclude(
+            storage_name="").values_list("storage_name", flat=True).distinct())
+        names |= set(ComparisonResult.objects.filter(comparison_id__in=ids).exclude(
+            pending_charts_name="").values_list("pending_charts_name", flat=True))
+        _, per_model = Comparison.objects.filter(pk__in=ids).delete()
+        for name in names:
+            delete_file_on_commit(name)
+    return int(per_model.get(Comparison._meta.label, 0))
 
 
 def comparison_thresholds_set(*, comparison: Comparison, thresholds: Any) -> Comparison:

@@ -75,14 +75,14 @@ def _metric_numbers(comparison: Comparison, *, section: str, dev: str, stage: st
     section payload (what the reader saw), else from the comparison step's metrics."""
     import json
 
-    from reviewapp.models import ComparisonChart
+    from reviewapp.selectors import chart_payload
 
     if section:
-        text = ComparisonChart.objects.filter(comparison=comparison, section=section, dev=dev,
-                                              stage=stage).values_list("payload", flat=True).first()
         try:
+            text = chart_payload(comparison=comparison, section=section, dev=dev,
+                                 stage=stage) if dev or section == "index" else None
             payload = json.loads(text) if text else {}
-        except ValueError:
+        except (OSError, ValueError):  # gone from storage, or not JSON: the metrics below
             payload = {}
         for table in payload.get("tables") or []:
             cols = [str(x) for x in table.get("columns") or []]

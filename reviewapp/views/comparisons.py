@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST, require_safe
 
-from reviewapp import charts
+from reviewapp import charts, chartstore
 from reviewapp import constants as c
 from reviewapp import sections as sec
 from reviewapp.access import (
@@ -23,7 +30,7 @@ from reviewapp.access import (
 from reviewapp.forms import AddRunsForm, CommentForm, RulesForm, UploadForm, visibility_initial
 from reviewapp.selectors import (
     chart_index,
-    chart_payload,
+    chart_ref,
     comparison_comments,
     comparison_get_for_user,
     comparison_progress,
@@ -36,6 +43,8 @@ from reviewapp.services.bundles import bundle_create
 from reviewapp.services.comparisons import comparison_add_bundles, submission_create
 from reviewapp.services.threads import comment_create
 from reviewapp.views.sharing import sharing_context
+
+log = logging.getLogger(__name__)
 
 FIELD_OF = {"baseline": "baseline_files", "patched": "patched_files", "mbox": "mbox",
             "title": "title", "policy": "policy", "thresholds": "thresholds"}
@@ -235,15 +244,26 @@ def section(request: HttpRequest, pk: int, section: str) -> HttpResponse:
     stage = request.GET.get("stage", "").upper()
     if stage and (section != "seek" or stage not in sec.STAGES):
         return JsonResponse({"error": f"no stage {stage!r} for section {section}"}, status=404)
-    payload = chart_payload(comparison=comparison, section=section,
-                            dev=request.GET.get("dev", ""), stage=stage)
-    if payload is None:
+    ref = chart_ref(comparison=comparison, section=section, dev=request.GET.get("dev", ""),
+                    stage=stage)
+    if ref is None:
         result = comparison_result(comparison)
         if result is None or result.state != c.JOB_STATE_SUCCEEDED:
             return JsonResponse({"pending": True,
                                  "state": result.state if result else "pending"}, status=202)
         return JsonResponse({"error": "no such device or stage in this comparison"}, status=404)
-    response = HttpResponse(payload, content_type="application/json")
+    response: HttpResponse | StreamingHttpResponse
+    try:
+        if chartstore.cacheable(ref):
+            response = HttpResponse(chartstore.read(ref), content_type="application/json")
+        else:  # large: streamed from storage, never whole in this process
+            response = StreamingHttpResponse(chartstore.chunks(ref),
+                                             content_type="application/json")
+            response["Content-Length"] = str(ref.nbytes)
+    except OSError:
+        log.exception("comparison %s: chart %s missing from storage", comparison.pk, ref.name)
+        return JsonResponse({"error": "this chart's data is missing from storage; run the "
+                             "comparison step again"}, status=404)
     response["Cache-Control"] = "private, max-age=60"
     return response
 

@@ -43,7 +43,8 @@ def test_worker_mails_participants_and_mentions(celery_worker, user, django_user
     """A reply mentioning @carol: the worker mails the thread's starter and carol (not the
     author, not dave who opted out), with the metric row's numbers in the text."""
     from reviewapp import constants as c
-    from reviewapp.models import Comparison, ComparisonChart, NotificationSetting
+    from reviewapp.models import Comparison, NotificationSetting
+    from reviewapp.services.results import charts_replace
     from reviewapp.services.series import series_create_from_mail
     from reviewapp.services.threads import comment_create, thread_create
 
@@ -60,8 +61,8 @@ def test_worker_mails_participants_and_mentions(celery_worker, user, django_user
     table = {"title": "Seek (D stage)", "columns": ["", "Baseline", "Patched", "Δ", "Δ %",
                                                       "Verdict"],
              "rows": [["Zero-seek share (%)", "50.0", "100.0", "+50.0", "+100.0%", "improved"]]}
-    ComparisonChart.objects.create(comparison=cmp, section="seek", dev="8,16", stage="D",
-                                   payload=json.dumps({"tables": [table]}))
+    charts_replace(comparison_id=cmp.pk,
+                   charts={("seek", "8,16", "D"): json.dumps({"tables": [table]})})
     before = len(mails())
     t = thread_create(user=user, comparison=cmp, anchor_kind=c.ANCHOR_METRIC,
                       anchor={"section": "seek", "dev": "8,16", "stage": "D",

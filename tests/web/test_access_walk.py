@@ -195,7 +195,6 @@ def _make_set(vis: str, owner: Any) -> dict[str, Any]:
         BundleResult,
         Comment,
         Comparison,
-        ComparisonChart,
         ComparisonResult,
         Patch,
         Series,
@@ -227,8 +226,10 @@ def _make_set(vis: str, owner: Any) -> dict[str, Any]:
         comparison=comparison, state=c.JOB_STATE_SUCCEEDED, progress=100,
         report=f"report {mark}\n", verdict={"state": "pass", "reasons": [], "thresholds": {}},
         compare={}, model={})
-    ComparisonChart.objects.create(comparison=comparison, section="index", dev="",
-                                   payload='{"devices": [], "sections": []}')
+    from reviewapp.services.results import charts_replace
+
+    charts_replace(comparison_id=comparison.pk,
+                   charts={("index", "", ""): '{"devices": [], "sections": []}'})
     thread = Thread.objects.create(comparison=comparison, title=f"{mark} thread",
                                    created_by=owner)
     comment = Comment.objects.create(thread=thread, author=owner, body=f"{mark} comment")

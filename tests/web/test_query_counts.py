@@ -25,7 +25,6 @@ from reviewapp.models import (
     ApiToken,
     BundleResult,
     Comparison,
-    ComparisonChart,
     ComparisonResult,
     Patch,
     Series,
@@ -82,8 +81,10 @@ def comparison(user: Any, *, runs: int = 1, patch: Patch | None = None) -> Compa
     ComparisonResult.objects.create(
         comparison=cmp, state=c.JOB_STATE_SUCCEEDED, progress=100, report="report\n",
         verdict={"state": "success", "reasons": []}, compare={}, model={})
-    ComparisonChart.objects.create(comparison=cmp, section="index", dev="", stage="",
-                                   payload='{"devices": [], "sections": []}')
+    from reviewapp.services.results import charts_replace
+
+    charts_replace(comparison_id=cmp.pk,
+                   charts={("index", "", ""): '{"devices": [], "sections": []}'})
     return cmp
 
 

@@ -3,9 +3,11 @@
     manage.py cleanup_storage                 # dry run: list orphans and their sizes
     manage.py cleanup_storage --delete        # delete them
 
-Looks at ``traces/`` (uploaded files; referenced by TraceFile.storage_name) and ``tables/``
+Looks at ``traces/`` (uploaded files; referenced by TraceFile.storage_name), ``tables/``
 (parsed EventTables; referenced by BundleResult.events_name, or by a running job that is
-writing one). Files younger than ``--min-age`` minutes (default 60) are never reported: an
+writing one) and ``charts/`` (chart payloads of a comparison step; referenced by
+ComparisonChart.storage_name, or by a running step writing one; a deleted comparison leaves
+its object here). Files younger than ``--min-age`` minutes (default 60) are never reported: an
 upload or a job may be writing them right now. Works through Django's storage API, so it
 covers whatever storage backend is configured. Exit status 0.
 """
@@ -19,9 +21,15 @@ from django.core.files.storage import default_storage
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from reviewapp.models import AnalysisJob, BundleResult, TraceFile
+from reviewapp.models import (
+    AnalysisJob,
+    BundleResult,
+    ComparisonChart,
+    ComparisonResult,
+    TraceFile,
+)
 
-PREFIXES = ("traces", "tables")
+PREFIXES = ("traces", "tables", "charts")
 
 
 def _walk(prefix: str) -> list[str]:
@@ -37,12 +45,17 @@ def _walk(prefix: str) -> list[str]:
 
 
 def find_orphans(*, min_age: timedelta) -> list[str]:
-    """Stored names under traces/ and tables/ that no row refers to, older than ``min_age``."""
+    """Stored names under traces/, tables/ and charts/ that no row refers to, older than
+    ``min_age``."""
     referenced = set(TraceFile.objects.values_list("storage_name", flat=True))
     referenced |= set(BundleResult.objects.exclude(events_name="")
                       .values_list("events_name", flat=True))
     referenced |= set(AnalysisJob.objects.exclude(pending_events_name="")
                       .values_list("pending_events_name", flat=True))
+    referenced |= set(ComparisonChart.objects.exclude(storage_name="")
+                      .values_list("storage_name", flat=True).distinct())
+    referenced |= set(ComparisonResult.objects.exclude(pending_charts_name="")
+                      .values_list("pending_charts_name", flat=True))
     cutoff = timezone.now() - min_age
     orphans = []
     for prefix in PREFIXES:

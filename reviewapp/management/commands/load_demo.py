@@ -181,18 +181,21 @@ class Command(BaseCommand):
         import json
 
         from reviewapp.models import ComparisonChart
+        from reviewapp.selectors import chart_payload
         from reviewapp.services.threads import comment_create, thread_create, thread_set_resolved
         from reviewapp.services.verdicts import verdict_set
 
         chart = ComparisonChart.objects.filter(comparison=cmp, section="ordering").order_by(
             "pk").first()
+        text = chart_payload(comparison=cmp, section="ordering", dev=chart.dev,
+                             stage=chart.stage) if chart is not None else None
         if v == 1:
             thread_create(user=reviewer, comparison=cmp,
                           body="v1 leaves the member disks' order as it was: the zero-seek "
                                "share does not move. Is the remainder still queued at the tail?")
             return
-        if chart is not None and v == 2:
-            rows = [r for t in json.loads(chart.payload).get("tables", [])
+        if chart is not None and text and v == 2:
+            rows = [r for t in json.loads(text).get("tables", [])
                     for r in t.get("rows", []) if r]
             row = next((r for r in rows if str(r[0]).startswith("Backward dispatches")),
                        rows[0] if rows else None)

@@ -22,6 +22,15 @@ from workers.compare import Thresholds
 pytestmark = pytest.mark.django_db
 
 
+def payload_of(comparison, section: str, dev: str, stage: str = "") -> str:
+    """A section's stored JSON text, read from storage as the section endpoint reads it."""
+    from reviewapp.selectors import chart_payload
+
+    text = chart_payload(comparison=comparison, section=section, dev=dev, stage=stage)
+    assert text is not None, (section, dev, stage)
+    return text
+
+
 def test_finished_comparison_has_charts_for_every_section(finished_comparison):
     """Every section has a stored payload per device, and seek one per stage."""
     result = ComparisonResult.objects.get(comparison=finished_comparison)
@@ -30,9 +39,7 @@ def test_finished_comparison_has_charts_for_every_section(finished_comparison):
                    .values_list("section", flat=True))
     assert sections == {"index", "fragmentation", "seek", "throughput", "latency", "ordering",
                         "verdicts", "model"}
-    chart = ComparisonChart.objects.get(comparison=finished_comparison, section="seek",
-                                        dev="254,0", stage="")
-    data = json.loads(chart.payload)
+    data = json.loads(payload_of(finished_comparison, "seek", "254,0"))
     assert data["stage"] == "D"
     assert "Q" in data["stages"] and "D" in data["stages"]
     panels = data["charts"][0]["panels"]
@@ -95,8 +102,7 @@ def test_model_failure_does_not_fail_the_comparison(db, user):
     assert "split_remainder" in result.model["error"]
     assert result.verdict["state"] in ("success", "warning", "fail")
     assert TraceBundle.objects.filter(parse_status="parsed").count() == 2
-    payload = json.loads(ComparisonChart.objects.get(comparison=comparison, section="model",
-                                                     dev="254,0").payload)
+    payload = json.loads(payload_of(comparison, "model", "254,0"))
     assert "split_remainder" in payload["error"]
 
 
@@ -111,13 +117,11 @@ def test_seed000_g_lines_without_policy_or_kernel_have_no_model_run(db, user, ma
     comparison = finish_comparison(comparison)
     result = ComparisonResult.objects.get(comparison=comparison)
     assert result.state == "succeeded" and result.model is None
-    seek = json.loads(ComparisonChart.objects.get(comparison=comparison, section="seek",
-                                                  dev="8,0", stage="").payload)
+    seek = json.loads(payload_of(comparison, "seek", "8,0"))
     base = dict(zip(seek["charts"][0]["panels"][0]["figure"]["data"][0]["x"],
                     seek["charts"][0]["panels"][0]["figure"]["data"][0]["y"]))
     assert base["[256, 512)"] == 2 and sum(base.values()) == 6  # the hand-computed seed 000 lines
-    latency = json.loads(ComparisonChart.objects.get(comparison=comparison, section="latency",
-                                                     dev="8,0").payload)
+    latency = json.loads(payload_of(comparison, "latency", "8,0"))
     assert latency["tables"] == [] and "No latency pairs" in latency["notes"][0]
 
 
@@ -187,8 +191,7 @@ def test_three_runs_per_side_give_significance_verdicts(db, user, make_upload, m
                                    baseline=[run(i, True) for i in range(3)],
                                    patched=[run(i, False) for i in range(3)], user=user)
     comparison = finish_comparison(comparison)
-    data = json.loads(ComparisonChart.objects.get(comparison=comparison, section="seek",
-                                                  dev="8,0", stage="").payload)
+    data = json.loads(payload_of(comparison, "seek", "8,0"))
     rows = {r[0]: r for r in data["tables"][0]["rows"]}
     mean = rows["Mean seek distance (KB)"]
     assert mean[5] == "improved (varies between runs)"

@@ -10,10 +10,11 @@ import pytest
 from django.core import mail
 
 from reviewapp import constants as c
-from reviewapp.models import Comparison, ComparisonChart, Event, NotificationSetting
+from reviewapp.models import Comparison, Event, NotificationSetting
 from reviewapp.selectors import patch_unresolved, series_unresolved, thread_list, unresolved_count
 from reviewapp.services import NotAllowed, UploadRejected
 from reviewapp.services.notifications import notification_recipients, notification_send
+from reviewapp.services.results import charts_replace
 from reviewapp.services.series import series_create_from_mail
 from reviewapp.services.threads import (
     comment_create,
@@ -37,8 +38,8 @@ def comparison(user):
     s = series_create_from_mail(data=(MBOX / "series_split_head_v1.mbox").read_bytes(), user=user)
     cmp = Comparison.objects.create(patch=s.patches.get(position=2), created_by=user,
                                     status=c.COMPARISON_READY)
-    ComparisonChart.objects.create(comparison=cmp, section="seek", dev="8,16", stage="D",
-                                   payload=json.dumps({"tables": [SEEK_TABLE]}))
+    charts_replace(comparison_id=cmp.pk,
+                   charts={("seek", "8,16", "D"): json.dumps({"tables": [SEEK_TABLE]})})
     return cmp
 
 

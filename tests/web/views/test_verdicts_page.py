@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reviewapp.models import ComparisonChart, ComparisonResult
+from reviewapp.models import ComparisonResult
+from reviewapp.selectors import chart_payload
 from tests.conftest import finish_comparison
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engine"))
@@ -20,8 +21,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _payload(comparison, section: str, dev: str) -> dict:
-    return json.loads(ComparisonChart.objects.get(comparison=comparison, section=section,
-                                                  dev=dev, stage="").payload)
+    return json.loads(chart_payload(comparison=comparison, section=section, dev=dev))
 
 
 def test_seed000_submission_reads_improved_and_succeeds(user, make_upload, seed000_before,
