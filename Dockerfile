@@ -31,4 +31,5 @@ ENV MEDIA_ROOT=/data/media \
 RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
 
 EXPOSE 8000
-CMD ["gunicorn", "reviewapp.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "120"]
+# reviewapp/gunicorn_conf.py: the hooks of Prometheus multiprocess mode (PROMETHEUS_MULTIPROC_DIR)
+CMD ["gunicorn", "-c", "python:reviewapp.gunicorn_conf", "reviewapp.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "120"]

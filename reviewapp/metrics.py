@@ -15,14 +15,26 @@ Worker (``BLKREVIEW_WORKER_METRICS_PORT``: each worker serves its own ``/metrics
 * ``blkreview_ingested_bytes_total`` and ``blkreview_events_parsed_total``: trace bytes read
   and events parsed by the analyses.
 
-With gunicorn's or Celery prefork's several processes, set ``PROMETHEUS_MULTIPROC_DIR`` to an
-empty directory: the processes then share their numbers through it (prometheus-client's
-multiprocess mode) and every scrape sees all of them. ``BLKREVIEW_METRICS_TOKEN`` set: the web's
-``/metrics`` wants ``Authorization: Bearer <token>`` (404 otherwise, like anything private).
+* ``blkreview_processes{role}``: processes alive that record metrics (``web``: gunicorn
+  workers; ``celery``: Celery prefork pool processes); a dead one leaves the sum at once.
+
+Several processes (gunicorn workers, Celery prefork pool processes) share their numbers through
+prometheus-client's multiprocess mode: set ``PROMETHEUS_MULTIPROC_DIR`` to a directory of this
+host (one per container) in the environment of every process, and each scrape, whichever process
+answers it, sums every process's counters and histograms, the exited ones' included (a
+counter never goes back when a worker is recycled). Processes that share the directory report
+through each other: the web's ``/metrics`` then also shows the job durations of Celery
+processes on the same host. A process that exits is marked dead (:func:`process_exited`:
+gunicorn's ``child_exit`` hook in reviewapp/gunicorn_conf.py, Celery's
+``worker_process_shutdown`` in reviewapp/tasks.py), which drops its live gauges; files of
+processes from an earlier run are removed at start (:func:`multiproc_prepare`).
+``BLKREVIEW_METRICS_TOKEN`` set: the web's ``/metrics`` wants ``Authorization: Bearer <token>``
+(404 otherwise, like anything private).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import os
@@ -34,6 +46,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
 )
@@ -50,6 +63,58 @@ JOB_DURATION = Histogram(
     ["kind", "state"], buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600))
 INGESTED_BYTES = Counter("blkreview_ingested_bytes", "trace bytes read by analyses")
 EVENTS_PARSED = Counter("blkreview_events_parsed", "trace events parsed by analyses")
+#: 1 per live process; multiprocess mode sums the live ones (a dead process's file is dropped)
+PROCESSES = Gauge("blkreview_processes", "processes alive that record metrics", ["role"],
+                  multiprocess_mode="livesum")
+
+
+def multiproc_dir() -> str:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+
+
+def multiproc_prepare() -> None:
+    """Create ``PROMETHEUS_MULTIPROC_DIR`` and remove the files of processes that are gone.
+
+    Called once by gunicorn's master (``on_starting``) before it forks its workers. Only files
+    whose process id is not alive on this host are removed, so a web and a Celery worker
+    sharing the directory (``manage.py serve``) never delete each other's numbers, whichever
+    starts first. A container's directory is a tmpfs, new at every start (docker-compose.yml).
+    """
+    path = multiproc_dir()
+    if not path:
+        return
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):
+        stem, _, ext = name.rpartition(".")
+        pid = stem.rsplit("_", 1)[-1]
+        if ext != "db" or not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(path, name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def process_started(role: str) -> None:
+    """This process serves (``web``) or runs tasks (``celery``): counted in
+    ``blkreview_processes`` until :func:`process_exited`."""
+    PROCESSES.labels(role=role).set(1)
+
+
+def process_exited(pid: int) -> None:
+    """``pid`` has exited: drop its live gauges (multiprocess mode; a no-op otherwise)."""
+    if multiproc_dir():
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid)
 
 
 def observe_job(kind: str, state: str, seconds: float) -> None:

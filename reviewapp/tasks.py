@@ -29,7 +29,12 @@ from typing import Any
 
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import (
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 from django.conf import settings
 
 from reviewapp import constants as c
@@ -622,6 +627,25 @@ def _worker_metrics(**kwargs: Any) -> None:
     from reviewapp import metrics
 
     metrics.start_worker_server()
+
+
+@worker_process_init.connect
+def _pool_process_started(**kwargs: Any) -> None:
+    """A prefork pool process counts itself in ``blkreview_processes{role="celery"}``."""
+    from reviewapp import metrics
+
+    metrics.process_started("celery")
+
+
+@worker_process_shutdown.connect
+def _pool_process_exited(pid: int | None = None, **kwargs: Any) -> None:
+    """A pool process is about to exit: multiprocess mode drops its live gauges (its counters
+    and histograms stay in the sums)."""
+    import os
+
+    from reviewapp import metrics
+
+    metrics.process_exited(pid or os.getpid())
 
 
 @app.task(bind=True, base=CompareTask, name=c.TASK_COMPARE, acks_late=True)

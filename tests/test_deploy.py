@@ -45,3 +45,18 @@ def test_ci_runs_the_readme_test_command():
     assert "make test" in readme
     assert "make demo" in readme
     assert "make test" in ci
+
+
+def test_compose_gives_each_container_its_own_metrics_directory():
+    """Prometheus multiprocess mode in every app container: PROMETHEUS_MULTIPROC_DIR on a tmpfs
+    of that container (never a shared volume), and gunicorn started with the hooks that mark
+    exited workers dead (reviewapp/gunicorn_conf.py), here and in the Dockerfile."""
+    spec = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    for name, svc in spec["services"].items():
+        if "celery" not in str(svc.get("command")) and "gunicorn" not in str(svc.get("command")):
+            continue
+        path = svc["environment"]["PROMETHEUS_MULTIPROC_DIR"]
+        assert any(str(t).split(":")[0] == path for t in svc.get("tmpfs", [])), name
+        assert "volumes" not in svc, name
+    assert "-c python:reviewapp.gunicorn_conf" in spec["services"]["web"]["command"]
+    assert '"-c", "python:reviewapp.gunicorn_conf"' in (ROOT / "Dockerfile").read_text()

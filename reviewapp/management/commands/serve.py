@@ -5,6 +5,8 @@ filesystem broker under var/, gunicorn for the web (static files through whiteno
 real ``celery -A workers.celery worker -Q analysis,replay,notify,celery --pool=solo
 --concurrency=1``
 process. The same code paths as production; only the backends differ. Ctrl-C stops both.
+Both processes share ``PROMETHEUS_MULTIPROC_DIR`` (default ``var/prometheus``), so ``/metrics``
+adds up the web workers' requests and the worker's jobs.
 """
 
 from __future__ import annotations
@@ -42,11 +44,15 @@ class Command(BaseCommand):
         if not opts["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
         host, port = opts["host"], opts["port"]
-        web = [sys.executable, "-m", "gunicorn", "reviewapp.wsgi:application",
+        web = [sys.executable, "-m", "gunicorn", "-c", "python:reviewapp.gunicorn_conf",
+               "reviewapp.wsgi:application",
                "--bind", f"{host}:{port}", "--workers", str(opts["web_workers"]),
                "--timeout", "300", "--access-logfile", "-"]
         procs: dict[str, subprocess.Popen[bytes]] = {}
         env = dict(os.environ, DJANGO_SETTINGS_MODULE="reviewapp.settings")
+        # the web's /metrics sums every gunicorn worker and the Celery worker (reviewapp/metrics.py)
+        env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(settings.VAR_DIR / "prometheus"))
+        os.makedirs(env["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
         procs["web"] = subprocess.Popen(web, env=env)
         if not opts["no_worker"]:
             procs["worker"] = subprocess.Popen(worker_command(), env=env)
