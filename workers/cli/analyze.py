@@ -62,10 +62,10 @@ def load_and_analyze(files: list[str], args: argparse.Namespace) -> dict[str, An
 
 def load_run(files: list[str], args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     """:func:`load_and_analyze` plus the bundle's manifest (None without a blkreview.toml)."""
-    from workers.traces import ingest
+    from workers.cli.progress import parse_bundle
 
     paths = [Path(f) for f in bundle_files(files)]
-    ing = ingest(paths, names=[str(p) for p in paths])
+    ing = parse_bundle(paths, names=[str(p) for p in paths])
     res = analyze(ing.table, config=config_from_args(args, ing.manifest),
                   summaries=ing.summaries)
     wanted = getattr(args, "device", None)

@@ -18,9 +18,10 @@ from typing import Any, TextIO
 import numpy as np
 
 from workers.cli.common import UsageError, bundle_files
+from workers.cli.progress import parse_bundle
 from workers.errors import ParseError
 from workers.events import ACTION_LETTERS, EventTable, dev_str
-from workers.traces import Ingest, ingest
+from workers.traces import Ingest
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     try:
-        result = ingest(paths, names=[str(p) for p in paths])
+        result = parse_bundle(paths, names=[str(p) for p in paths])
     except ParseError as exc:
         if args.json:
             sys.stdout.write(json.dumps({"error": exc.to_json()}, indent=2) + "\n")

@@ -85,11 +85,11 @@ def predict(args: argparse.Namespace) -> tuple[EventTable, Any, Any]:
         manifest = _load_manifest(args.manifest)
     table_in: EventTable | None = None
     if args.trace:
-        from workers.traces import ingest
+        from workers.cli.progress import parse_bundle
 
         # a capture directory or an archive is one bundle, as for inspect/analyze/compare
         paths = bundle_files(list(args.trace))
-        ing = ingest(paths, names=[str(p) for p in paths])
+        ing = parse_bundle([Path(p) for p in paths], names=[str(p) for p in paths])
         table_in = ing.table
         if manifest is None and ing.manifest is not None:
             manifest = {k: getattr(ing.manifest, k) for k in ("kernel", "stack", "limits",
@@ -113,7 +113,13 @@ def predict(args: argparse.Namespace) -> tuple[EventTable, Any, Any]:
         bios = bios_from_table(table_in, stack.top.dev, workload=work)
     else:
         raise ModelConfigError("give --workload or --trace")
-    return replay(bios, stack, policy, seed=args.seed), stack, policy
+    from workers.cli.progress import current
+
+    bar = current()
+    bar.stage(f"replaying on {stack.top.name}", total=len(bios.sector), unit="bios")
+    table = replay(bios, stack, policy, seed=args.seed, progress=bar.callback())
+    bar.stage("writing")
+    return table, stack, policy
 
 
 def summary(table: EventTable, stack: Any, policy: Any) -> dict[str, Any]:

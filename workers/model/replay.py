@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -621,7 +621,8 @@ def _flags_of(rwbs: int) -> int:
 
 
 def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
-           record: bool = True, engine: str = "auto") -> EventTable:
+           record: bool = True, engine: str = "auto",
+           progress: Callable[[int, int], None] | None = None) -> EventTable:
     """Predict the events every device of ``stack`` sees for ``bios`` under ``policy``.
 
     Args:
@@ -637,6 +638,9 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             ``FAST_MIN_BIOS`` bios). Both model tag waits (every request holds a scheduler
             tag, ``nr_requests``, or without an elevator a driver tag, ``queue_depth``, from
             G to completion; :meth:`Engine.wait_for_tag`).
+        progress: called with ``(bios submitted, bios)`` at the start, about every 1% of
+            the bios on the Python engine, and at the end (the compiled engine runs in one
+            call: start and end only), for a caller's progress bar.
 
     Returns:
         An EventTable sorted by time with per-device seq numbers.
@@ -674,8 +678,13 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         if big and not bool(np.any(plug < 0)) and \
                 fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
             # both engines model tag waits (a thread sleeps, its plug is flushed from schedule)
-            return _replay_fast(eng, bios, stack, policy, seed, record, sector, nr,
-                                seg, rwbs, pid, time_ns, plug)
+            if progress is not None:
+                progress(0, len(sector))
+            out = _replay_fast(eng, bios, stack, policy, seed, record, sector, nr,
+                               seg, rwbs, pid, time_ns, plug)
+            if progress is not None:
+                progress(len(sector), len(sector))
+            return out
         if engine == "fast":
             raise ModelConfigError("this stack/workload is outside the compiled engine's scope")
     threads: dict[int, _Thread] = {}
@@ -717,6 +726,9 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     for th in threads.values():
         schedule(th, 0)
     heap, uheap = eng.heap, eng.uheap
+    submitted, report_at, step = 0, 0, max(1, n // 100)
+    if progress is not None:
+        progress(0, n)
     while heap or uheap:
         # the earlier of the two heads, as one heap ordered by (time, hseq) would give
         if heap and (not uheap or heap[0][:2] < uheap[0][:2]):
@@ -746,6 +758,13 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         eng.raid5_unplug()
         if unit.outstanding == 0:
             unit_done(unit, eng.now)
+        if progress is not None:
+            submitted += len(th.units[ui][1])
+            if submitted >= report_at:
+                progress(submitted, n)
+                report_at = submitted + step
+    if progress is not None:
+        progress(n, n)
     return _table(eng, stack, policy, bios, seed) if record else EventTable.empty()
 
 

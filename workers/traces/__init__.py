@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,7 +106,8 @@ def parse_file(path: str | Path, *, name: str | None = None, fmt: str | None = N
 
 def ingest(paths: Sequence[str | os.PathLike[str]], *,
            names: Sequence[str] | None = None, strict: bool = False,
-           parsed: Mapping[str, ParsedPart] | None = None) -> Ingest:
+           parsed: Mapping[str, ParsedPart] | None = None,
+           progress: Callable[[int, int], None] | None = None) -> Ingest:
     """Read a bundle: detect, unpack, parse and merge.
 
     Args:
@@ -117,6 +118,8 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
         parsed: files already parsed elsewhere, by label (the parallel path: each shard ran
             :func:`workers.traces.shards.parse_shard` on some of the files); the merge is the
             same as for files parsed here, so the result is identical.
+        progress: called with ``(bytes parsed, bytes to parse)`` before the first file and
+            after each one (archives count their members' sizes), for a caller's progress bar.
 
     Raises:
         ParseError: a file is corrupt (first error wins; it carries the user-facing name).
@@ -180,11 +183,18 @@ def ingest(paths: Sequence[str | os.PathLike[str]], *,
         binary_parts: list[ParsedPart] = []
         text_parts: list[tuple[str, str, int, EventTable]] = []
         summaries: dict[str, list[dict[str, Any]]] = {}
-        for p, lb, f in entries:
-            if f in ("manifest", "sysfs-queue", "mdstat"):
-                continue
+        to_parse = [(p, lb, f) for p, lb, f in entries
+                    if f not in ("manifest", "sysfs-queue", "mdstat")]
+        total = sum(p.stat().st_size for p, _, _ in to_parse)
+        done = 0
+        if progress is not None:
+            progress(0, total)
+        for p, lb, f in to_parse:
             pre = parsed.get(lb) if parsed is not None else None
             part = pre if pre is not None else parse_part(p, lb, f, manifest, strict=strict)
+            done += p.stat().st_size
+            if progress is not None:
+                progress(done, total)
             warnings.extend(part.warnings)
             if part.summary_kind is not None:
                 summaries.setdefault(part.summary_kind, []).extend(part.rows)
