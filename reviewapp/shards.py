@@ -152,8 +152,7 @@ def bundle_anchor(files: Sequence[Any]) -> int | None:
         if (f.format or "") != "blktrace":
             continue
         try:
-            with storage.default_storage.open(f.storage_name, "rb") as fh:
-                head = fh.read(PEEK_BYTES)
+            head = storage.read_head(f.storage_name, PEEK_BYTES)
         except OSError:
             continue
         t = first_event_time(head, name=f.name)

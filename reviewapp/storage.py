@@ -130,6 +130,24 @@ def _s3_object(name: str) -> Any:
     return bucket.Object(normalize(clean_name(name)))
 
 
+def read_head(name: str, nbytes: int) -> bytes:
+    """The first ``nbytes`` of a stored file: one ranged GET from S3 (django-storages' file
+    object would download the whole object first), a plain read elsewhere."""
+    obj = _s3_object(name)
+    if obj is not None:
+        from botocore.exceptions import ClientError
+
+        try:
+            return bytes(obj.get(Range=f"bytes=0-{max(nbytes, 1) - 1}")["Body"].read())
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code"))
+            if code in ("404", "NoSuchKey", "NotFound"):
+                raise FileNotFoundError(f"{name}: not in the bucket") from exc
+            raise
+    with default_storage.open(name, "rb") as fh:
+        return bytes(fh.read(nbytes))
+
+
 @contextlib.contextmanager
 def local_copy(name: str, *, suffix: str = "") -> Iterator[Path]:
     """A local filesystem path holding the stored bytes of ``name``.

@@ -258,3 +258,18 @@ def test_a_lost_chord_is_sent_again_and_its_parts_deleted(chord_queue, settings)
     assert run_merge(job.pk, lost) == "stale"
     job.refresh_from_db()
     assert (job.state, job.attempts) == ("running", lost + 1)
+
+
+def test_the_anchor_is_read_from_the_heads_of_the_traces_in_s3(s3_storage):
+    """The fan-out reads only the head of each binary trace (a ranged GET from the bucket) and
+    finds the bundle's genesis, the same as from local files."""
+    from reviewapp import shards, storage
+    from reviewapp.services.bundles import bundle_create
+    from workers.traces import ingest
+
+    paths = demo_files("k72_W1b")
+    bundle, _ = bundle_create(files=[uploaded(p.name, p.read_bytes()) for p in paths])
+    f = bundle.files.get(name="vda.blktrace.0")
+    assert storage.read_head(f.storage_name, 100) == (DEMO / "k72_W1b" / f.name).read_bytes()[:100]
+    anchor = shards.bundle_anchor(list(bundle.files.all()))
+    assert anchor == ingest(paths, names=[p.name for p in paths]).table.meta["genesis_ns"]
