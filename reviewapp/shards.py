@@ -375,4 +375,10 @@ def merged_partials(ing: Any, partials: dict[str, Any]) -> Any:
             continue
         binary = p.grid is not None
         chosen.append(p.shifted(-genesis) if binary else p)
-    return merge_partials(chosen)
+    merged = merge_partials(chosen)
+    t = ing.table.time_ns
+    fits = (merged.grid is not None and len(t) > 0
+            and merged.grid.anchor_ns == int(t.min()))
+    log.info("partials of %d files merged (%d events of %d); throughput bins from the shards: "
+             "%s", len(chosen), merged.events, len(t), "yes" if fits else "no")
+    return merged

@@ -184,4 +184,7 @@ def test_two_workers_parse_one_huge_bundle_together(two_workers, live_server, us
         "succeeded 'succeeded'"]
     job.refresh_from_db()
     assert (job.attempts, job.progress, job.message) == (1, 100, "done")
+    logs = "".join(w["log"].read_text(errors="replace") for w in two_workers)
+    assert (f"partials of 18 files merged ({len(ing.table)} events of {len(ing.table)}); "
+            "throughput bins from the shards: yes") in logs
 
