@@ -24,7 +24,8 @@ SUBCOMMANDS = {
     "submit": "upload a comparison to a blkreview server over REST, wait for its check, print "
               "the summary; exit 1 on fail (for CI bots)",
 }
-#: commands that show their own progress (the others get a spinner while they run)
+#: commands that open their own progress (the others run inside one, which their steps reach
+#: through workers.cli.progress.current(): a bar of bytes parsed, bios replayed, ...)
 OWN_PROGRESS = {"lab", "submit"}
 
 

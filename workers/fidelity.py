@@ -28,7 +28,7 @@ import fnmatch
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -307,16 +307,20 @@ def lab_index(paths: Iterable[str | os.PathLike[str]]) -> dict[str, dict[str, An
 
 
 def score_all(paths: Iterable[str | os.PathLike[str]], *, mode: str = "auto",
-              calibration: Sequence[str] = (), kernel: str | None = None
-              ) -> list[CaptureScore]:
+              calibration: Sequence[str] = (), kernel: str | None = None,
+              progress: Callable[[int, int], None] | None = None) -> list[CaptureScore]:
     """Every capture under ``paths``; ``calibration`` globs (over ``kernel/workload`` names)
     mark the captures the model was calibrated on, reported apart from the held-out rest.
     A lab matrix's ``index.json`` marks them too (``split = "calibration"``), and its failed
-    cells (the capture itself went wrong) are left out."""
+    cells (the capture itself went wrong) are left out. ``progress`` is called with
+    ``(captures done, captures)`` before the first and after each."""
     paths = list(paths)
     cells = lab_index(paths)
     out = []
-    for cap in find_captures(paths):
+    captures = find_captures(paths)
+    for i, cap in enumerate(captures):
+        if progress is not None:
+            progress(i, len(captures))
         full = f"{cap.parent.name}/{cap.name}"
         cell = cells.get(full, {})
         if cell and not cell.get("ok", True):
@@ -326,6 +330,8 @@ def score_all(paths: Iterable[str | os.PathLike[str]], *, mode: str = "auto",
                 or cell.get("split") == "calibration"):
             s = CaptureScore(**{**asdict(s), "devices": s.devices, "calibration": True})
         out.append(s)
+    if progress is not None:
+        progress(len(captures), len(captures))
     return out
 
 

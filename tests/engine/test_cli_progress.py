@@ -143,3 +143,39 @@ def test_progress_object_draws_stages_to_a_forced_terminal():
         p.stage("nothing", total=3, unit="bios")
         p.advance(3)
     assert off.getvalue() == ""
+
+
+def test_lab_stages_on_a_terminal_lines_in_logs_and_quiet(capsys):
+    """lab's stages: on a terminal a bar of captures done/total whose text is the current
+    stage, each stage's timestamped line above it; not a terminal: the lines alone (CI logs);
+    --quiet: failures only."""
+    from rich.console import Console
+
+    from workers.cli.lab import _Clock
+    from workers.cli.progress import Progress
+
+    buf = io.StringIO()
+    with Progress(enabled=True, what="lab", console=Console(file=buf, force_terminal=True,
+                                                            width=120)) as bar:
+        clock = _Clock(bar)
+        bar.stage("lab: starting", total=4, unit="captures")
+        clock("kernel: downloading linux-image-6.17")
+        clock("boot: 6.17 under kvm")
+        bar.advance(2)
+        clock.failed("6.18 dd_1: FAILED: timeout")
+        bar.advance(4)
+    text = ANSI.sub("", buf.getvalue())
+    assert "0/4 captures" in text and "4/4 captures" in text
+    assert "kernel: downloading linux-image-6.17" in text and "] boot: 6.17 under kvm" in text
+    assert "FAILED: timeout" in text
+    assert capsys.readouterr().err == ""  # everything went to the bar's console
+
+    plain = _Clock(Progress(enabled=False, what="lab"))
+    plain("boot: 6.17 under kvm")
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"\[\s*\d+s\] boot: 6.17 under kvm\n", err)
+
+    quiet = _Clock(Progress(enabled=False, what="lab"), quiet=True)
+    quiet("boot: 6.17 under kvm")
+    quiet.failed("6.18 dd_1: FAILED: timeout")
+    assert capsys.readouterr().err.count("\n") == 1  # the failure only

@@ -46,7 +46,11 @@ def test_in_order_counts_missing_and_invented_requests_alike():
 
 def test_own_kernel_preset_reproduces_every_development_capture(captures):
     """The four development captures (the model was checked against them) score 100%."""
-    scores = score_all([captures])
+    calls: list[tuple[int, int]] = []
+    scores = score_all([captures], progress=lambda done, total: calls.append((done, total)))
+    # the CLI's bar: captures done/total, from 0 to all of them
+    assert calls[0] == (0, len(scores)) and calls[-1] == (len(scores), len(scores))
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
     assert len(scores) == 4
     for s in scores:
         assert s.error is None, s.error

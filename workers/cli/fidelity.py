@@ -36,11 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workers.cli.progress import current
     from workers.fidelity import markdown_table, score_all, summarize
 
+    bar = current()
+    bar.stage("replaying and scoring captures", total=None, unit="captures")
     try:
         scores = score_all(args.paths, mode=args.mode, calibration=args.calibration,
-                           kernel=args.kernel)
+                           kernel=args.kernel, progress=bar.callback())
     except BlkreviewError as exc:
         print(f"fidelity: {exc}", file=sys.stderr)
         return 2

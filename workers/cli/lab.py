@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workers.cli.progress import Progress
 from workers.lab.host import LabError
 
 
@@ -77,12 +78,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class _Clock:
-    def __init__(self) -> None:
+    """The lab's stages (package lists, downloads, guest root, boot, each case, upload).
+
+    On a terminal: a progress bar of captures done/total (kernels x cases) whose text is the
+    current stage, with each stage's timestamped line printed above it. Not a terminal (CI
+    logs): the timestamped lines alone, as before. ``--quiet``: nothing but failures.
+    """
+
+    def __init__(self, bar: Progress | None = None, *, quiet: bool = False) -> None:
         self.t0 = time.monotonic()
+        self.bar = bar
+        self.quiet = quiet
+
+    def line(self, text: str) -> str:
+        return f"[{time.monotonic() - self.t0:6.0f}s] {text}"
 
     def __call__(self, text: str) -> None:
-        sys.stderr.write(f"[{time.monotonic() - self.t0:6.0f}s] {text}\n")
-        sys.stderr.flush()
+        if self.bar is not None and self.bar.enabled:
+            self.bar.update(text.splitlines()[0] if text else text)
+            self.bar.log(self.line(text))
+        elif not self.quiet:
+            sys.stderr.write(self.line(text) + "\n")
+            sys.stderr.flush()
+
+    def failed(self, text: str) -> None:
+        """A failure is shown even with ``--quiet``."""
+        if self.bar is not None and self.bar.enabled:
+            self.bar.log(self.line(text))
+        else:
+            sys.stderr.write(self.line(text) + "\n")
+            sys.stderr.flush()
 
 
 def _case_name(stack: str, workload: str, i: int) -> str:
@@ -91,8 +116,12 @@ def _case_name(stack: str, workload: str, i: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workers.cli.progress import Progress, wanted
+
+    quiet = bool(getattr(args, "quiet", False))
     try:
-        return _run(args)
+        with Progress(enabled=wanted(quiet), what="lab") as bar:
+            return _run(args, _Clock(bar, quiet=quiet))
     except LabError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
@@ -101,13 +130,12 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, clock: _Clock) -> int:
     from workers.lab import kernels as K
     from workers.lab.qemu import parse_disk_args
     from workers.lab.runner import run_kernel
     from workers.lab.script import Case
 
-    clock = _Clock()
     if args.list_kernels:
         apt = K.PrivateApt()
         apt.update()
@@ -157,6 +185,10 @@ def _run(args: argparse.Namespace) -> int:
     bundles: dict[str, list[Path]] = {}
     versions: dict[str, str] = {}
     failed = 0
+    total = len(sides) * len(cases)
+    done = 0
+    if clock.bar is not None:
+        clock.bar.stage("lab: starting", total=total, unit="captures")
     for side, how in sides:
         if how[0] == "local":
             kernel = K.local_kernel(how[1], how[2])
@@ -168,13 +200,17 @@ def _run(args: argparse.Namespace) -> int:
                          memory_mb=args.memory, cpus=args.cpus, role=side, progress=clock,
                          timeout=args.timeout, keep_scratch=args.keep_scratch)
         results.append(res)
+        done += len(cases)
+        if clock.bar is not None:
+            clock.bar.advance(done)
         for c in res.cases:
             if c.ok:
                 clock(f"{kernel.version} {c.name}: bundle {c.bundle}")
             else:
                 failed += 1
-                clock(f"{kernel.version} {c.name}: FAILED: {c.reason}"
-                      + (f"\n--- its output (last lines) ---\n{c.output}" if c.output else ""))
+                clock.failed(f"{kernel.version} {c.name}: FAILED: {c.reason}"
+                             + (f"\n--- its output (last lines) ---\n{c.output}"
+                                if c.output else ""))
         if side:
             bundles[side] = [c.bundle for c in res.cases if c.ok and c.bundle]
             versions[side] = kernel.version
