@@ -12,20 +12,22 @@ on random inputs, stacks and policies.
 
 Layout: bios, md pieces and requests live in pools (2-D int64 arrays with free lists); a
 ``bio_list`` is a head/tail pair linked through each bio's ``next`` field, as in the kernel; the
-event heap is an array binary heap ordered by (time, seq) like ``heapq`` on tuples. The loop
-returns to Python between units when a pool or the event buffer runs low; Python grows the
-arrays and resumes (all state is in the arrays).
+event heap is an array binary heap ordered by (time, seq) like ``heapq`` on tuples; the
+elevator's merge lookups are array hash maps. The loop returns to Python between units when a
+pool, a table or the event buffer runs low; Python grows the arrays and resumes (all state is in
+the arrays). Nothing compiled here allocates, so it runs without numba's reference counting
+(:func:`_jit`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit, types
-from numba.typed import Dict
+from numba import njit
 
 from workers.events import (
     ACT_BACKMERGE,
@@ -50,6 +52,21 @@ from workers.model.limits import QueueLimits
 from workers.model.policy import Policy
 from workers.model.split import OP_READ, OP_WRITE
 from workers.model.stack import Stack
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _jit(fn: _F) -> _F:
+    """How every function of the engine is compiled: cached on disk (a process loads it
+    instead of compiling it), and without numba's reference counting (NRT, ``_nrt=False``).
+
+    With NRT each call of a helper increments and decrements the count of every array it is
+    passed, with atomic instructions: that was a third of the engine's time (perf). The
+    price: no function here may allocate (no np.zeros, lists or typed dicts; numba refuses to
+    compile them without NRT), so scratch space is passed in preallocated.
+    """
+    return cast(_F, njit(fn, cache=True, _nrt=False))  # type: ignore[call-overload]
+
 
 #: What a merge attempt did (``bio_attempt_back_merge`` / ``bio_attempt_front_merge``).
 MERGE_NONE, MERGE_BACK, MERGE_FRONT = 0, 1, 2
@@ -86,6 +103,12 @@ EV_UNIT = 1
 MIN_POOL = 1 << 16
 MIN_EVENTS = 1 << 16
 MAX_EVENTS_BUFFER = 1 << 23
+#: Requests one plug list may hold (``max_plug_count`` x 4 at most; ``blk_add_rq_to_plug``).
+PLUG_SCRATCH = 4096
+#: Rows of ``_flush``'s scratch array: the plug list in pop order, a done flag per entry, and
+#: the requests of the group being dispatched.
+TMP_ORDER, TMP_DONE, TMP_GROUP = range(3)
+TMP_ROWS = 3
 _LAYOUTS = {"left-symmetric": 0, "left_symmetric": 0, "": 0, "2": 0, "left-asymmetric": 1,
             "left_asymmetric": 1, "0": 1, "right-asymmetric": 2, "right_asymmetric": 2, "1": 2,
             "right-symmetric": 3, "right_symmetric": 3, "3": 3}
@@ -118,7 +141,7 @@ def eligible(bios_rwbs: npt.NDArray[np.int64], stack: Stack, limits: dict[int, Q
 
 
 # --- small helpers ---------------------------------------------------------------------------------
-@njit(cache=True)
+@_jit
 def _ev(EV: Any, S: Any, t: int, dev: int, pid: int, act: int, rwbs: int, sec: int, nr: int,
         aux: int, aux2: int) -> None:
     # EV is column-major (one row per field): the event table takes each field as a
@@ -136,7 +159,7 @@ def _ev(EV: Any, S: Any, t: int, dev: int, pid: int, act: int, rwbs: int, sec: i
     S[S_EVN] = i + 1
 
 
-@njit(cache=True)
+@_jit
 def _alloc(free: Any, S: Any, which: int) -> int:
     n = S[which]
     if n == 0:
@@ -146,13 +169,13 @@ def _alloc(free: Any, S: Any, which: int) -> int:
     return int(free[n - 1])
 
 
-@njit(cache=True)
+@_jit
 def _release_slot(free: Any, S: Any, which: int, idx: int) -> None:
     free[S[which]] = idx
     S[which] += 1
 
 
-@njit(cache=True)
+@_jit
 def _heap_push(H: Any, S: Any, t: int, kind: int, payload: int, cnt: int) -> None:
     """Push on heap ``H`` whose size is ``S[cnt]`` (completions S_HN, unit starts S_HNU)."""
     S[S_HSEQ] += 1
@@ -174,7 +197,7 @@ def _heap_push(H: Any, S: Any, t: int, kind: int, payload: int, cnt: int) -> Non
     H[i, 3] = payload
 
 
-@njit(cache=True)
+@_jit
 def _heap_pop(H: Any, S: Any, cnt: int) -> tuple[int, int, int]:
     t, kind, payload = H[0, 0], H[0, 2], H[0, 3]
     n = S[cnt] - 1
@@ -204,7 +227,7 @@ def _heap_pop(H: Any, S: Any, cnt: int) -> tuple[int, int, int]:
     return t, kind, payload
 
 
-@njit(cache=True)
+@_jit
 def _count(B: Any, P: Any, U: Any, b: int) -> None:
     U[B[b, B_UNIT], 0] += 1
     up = B[b, B_UP]
@@ -212,7 +235,7 @@ def _count(B: Any, P: Any, U: Any, b: int) -> None:
         P[up, P_REM] += 1
 
 
-@njit(cache=True)
+@_jit
 def _new_bio(B: Any, FB: Any, S: Any, node: int, sec: int, nr: int, op: int, rwbs: int,
              flags: int, unit: int, up: int, off: int, seg: int, pid: int, fresh: int) -> int:
     b = _alloc(FB, S, S_BFREE)
@@ -232,7 +255,7 @@ def _new_bio(B: Any, FB: Any, S: Any, node: int, sec: int, nr: int, op: int, rwb
     return b
 
 
-@njit(cache=True)
+@_jit
 def _enqueue(B: Any, S: Any, L: Any, EV: Any, POL: Any, b: int, split: bool) -> None:
     """submit_bio_noacct_nocheck with current->bio_list active."""
     if B[b, B_FRESH]:
@@ -254,7 +277,7 @@ def _enqueue(B: Any, S: Any, L: Any, EV: Any, POL: Any, b: int, split: bool) -> 
         S[S_BL0T] = b
 
 
-@njit(cache=True)
+@_jit
 def _pop0(B: Any, S: Any) -> int:
     b = S[S_BL0H]
     if b >= 0:
@@ -265,7 +288,7 @@ def _pop0(B: Any, S: Any) -> int:
     return int(b)
 
 
-@njit(cache=True)
+@_jit
 def _front_len(sec: int, nr: int, off: int, seg: int, L: Any, node: int) -> int:
     max_sectors = L[node, L_MAXSEC]
     cs = L[node, L_CHUNKSEC]
@@ -304,7 +327,7 @@ def _front_len(sec: int, nr: int, off: int, seg: int, L: Any, node: int) -> int:
     return int(n)
 
 
-@njit(cache=True)
+@_jit
 def _split_to_limits(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any, POL: Any,
                      b: int) -> int:
     node = B[b, B_NODE]
@@ -327,7 +350,7 @@ def _split_to_limits(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any, P
     return front
 
 
-@njit(cache=True)
+@_jit
 def _personality_split(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any, POL: Any,
                        b: int, nr: int) -> int:
     node = B[b, B_NODE]
@@ -347,7 +370,7 @@ def _personality_split(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any,
     return front
 
 
-@njit(cache=True)
+@_jit
 def _remap(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any, POL: Any, b: int,
            member: int, msec: int, nr: int, piece: int) -> None:
     child = _new_bio(B, FB, S, member, msec, nr, B[b, B_OP], B[b, B_RWBS], B[b, B_FLAGS],
@@ -359,7 +382,7 @@ def _remap(B: Any, FB: Any, P: Any, U: Any, S: Any, L: Any, EV: Any, POL: Any, b
     _enqueue(B, S, L, EV, POL, child, False)
 
 
-@njit(cache=True)
+@_jit
 def _new_piece(B: Any, P: Any, FP: Any, S: Any, b: int) -> int:
     p = _alloc(FP, S, S_PFREE)
     P[p, P_NODE] = B[b, B_NODE]
@@ -374,7 +397,7 @@ def _new_piece(B: Any, P: Any, FP: Any, S: Any, b: int) -> int:
     return p
 
 
-@njit(cache=True)
+@_jit
 def _schedule(T: Any, UT: Any, H: Any, S: Any, th: int, t: int) -> None:
     # T: [next, end, inflight, depth]
     while T[th, 0] < T[th, 1] and (T[th, 3] == 0 or T[th, 2] < T[th, 3]):
@@ -386,7 +409,7 @@ def _schedule(T: Any, UT: Any, H: Any, S: Any, th: int, t: int) -> None:
         T[th, 2] += 1
 
 
-@njit(cache=True)
+@_jit
 def _release(B: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any, S: Any, L: Any, EV: Any,
              POL: Any, b: int, t: int) -> None:
     up = B[b, B_UP]
@@ -408,7 +431,7 @@ def _release(B: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any, S: Any, L
             _schedule(T, UT, H, S, th, t + POL[POL_THINK])
 
 
-@njit(cache=True)
+@_jit
 def _server_submit(SV: Any, SVU: Any, SVP: Any, node: int, t: int, sec: int, nr: int,
                    is_write: bool) -> int:
     """workers.model.timing.DeviceServer.submit for non-discards (same float arithmetic)."""
@@ -446,7 +469,125 @@ def _server_submit(SV: Any, SVU: Any, SVP: Any, node: int, t: int, sec: int, nr:
 DS_NP0, DS_NP1, DS_BATCH, DS_LAST, DS_STARVED, DS_N, DS_NR0, DS_NR1 = range(8)
 
 
-@njit(cache=True)
+# --- the elevator's merge lookups: an array hash map with dict semantics ------------------------
+# DeadlineQueue.by_end / by_start are dicts (op, sector) -> request. Here each is a table keyed
+# (node, op, sector) in plain arrays: open addressing, linear probing, backward-shift deletion
+# (no tombstones). A numba typed Dict would need numba's reference counting, which this module
+# leaves off (see _jit). Each queued request holds at most one entry per map, and run_fast keeps
+# a table at most half full (``_run`` returns to Python to grow it, like the pools).
+# Python twin: the dicts of DeadlineQueue; tests/engine/model/test_fast.py drives both with
+# the same random operations.
+
+#: The two maps: by end sector (back merges, insert merges) and by start sector (front merges).
+MAP_BYEND, MAP_BYSTART = 0, 1
+NMAPS = 2
+#: Key columns of a slot (HK[map, slot, column]); HV[map, slot] is the request + 1 (0: empty).
+HK_NODE, HK_OP, HK_SEC = 0, 1, 2
+NHK = 3
+#: HC: live entries per map, then log2 of the slots per map.
+HC_BITS = NMAPS
+#: 2**64 / golden ratio (Fibonacci hashing: sectors a chunk apart still spread over the table).
+_FIB = np.uint64(11400714819323198485)
+#: Initial slots per map: a power of two at least this many, and at least
+#: HASH_SLOTS_PER_MARGIN x the pool margin (one unit's worth of requests), so that a run
+#: rarely returns to grow them (tests lower both to exercise the growth).
+MIN_HASH_SLOTS = 1 << 10
+HASH_SLOTS_PER_MARGIN = 4
+
+
+@_jit
+def _hash_home(HC: Any, node: int, op: int, sec: int) -> int:
+    """The slot a key hashes to: the top HC_BITS bits of key x golden ratio."""
+    x = (np.uint64(sec) << np.uint64(12)) ^ np.uint64(node * 2 + op)
+    return int(np.int64((x * _FIB) >> np.uint64(64 - HC[HC_BITS])))
+
+
+@_jit
+def _hash_find(HK: Any, HV: Any, HC: Any, m: int, node: int, op: int, sec: int) -> int:
+    """The slot holding the key, or -1 - (the empty slot where it would go)."""
+    mask = HV.shape[1] - 1
+    i = _hash_home(HC, node, op, sec)
+    while HV[m, i] != 0:
+        if HK[m, i, HK_SEC] == sec and HK[m, i, HK_NODE] == node and HK[m, i, HK_OP] == op:
+            return i
+        i = (i + 1) & mask
+    return -1 - i
+
+
+@_jit
+def _hash_get(HK: Any, HV: Any, HC: Any, m: int, node: int, op: int, sec: int) -> int:
+    """``d.get(key, -1)``."""
+    i = _hash_find(HK, HV, HC, m, node, op, sec)
+    return int(HV[m, i] - 1) if i >= 0 else -1
+
+
+@_jit
+def _hash_set(HK: Any, HV: Any, HC: Any, m: int, node: int, op: int, sec: int, rq: int) -> None:
+    """``d[key] = rq``."""
+    i = _hash_find(HK, HV, HC, m, node, op, sec)
+    if i < 0:
+        i = -1 - i
+        HK[m, i, HK_NODE] = node
+        HK[m, i, HK_OP] = op
+        HK[m, i, HK_SEC] = sec
+        HC[m] += 1
+    HV[m, i] = rq + 1
+
+
+@_jit
+def _hash_del_if(HK: Any, HV: Any, HC: Any, m: int, node: int, op: int, sec: int,
+                 rq: int) -> None:
+    """``if d.get(key) == rq: del d[key]``; later entries of the probe run shift back into the
+    hole unless their home slot lies cyclically in (hole, their slot]."""
+    i = _hash_find(HK, HV, HC, m, node, op, sec)
+    if i < 0 or HV[m, i] != rq + 1:
+        return
+    mask = HV.shape[1] - 1
+    j = i
+    while True:
+        j = (j + 1) & mask
+        if HV[m, j] == 0:
+            break
+        k = _hash_home(HC, HK[m, j, HK_NODE], HK[m, j, HK_OP], HK[m, j, HK_SEC])
+        stays = (i < k <= j) if i <= j else (k > i or k <= j)
+        if stays:
+            continue
+        HK[m, i, HK_NODE] = HK[m, j, HK_NODE]
+        HK[m, i, HK_OP] = HK[m, j, HK_OP]
+        HK[m, i, HK_SEC] = HK[m, j, HK_SEC]
+        HV[m, i] = HV[m, j]
+        i = j
+    HV[m, i] = 0
+    HC[m] -= 1
+
+
+@_jit
+def _hash_rehash(HK: Any, HV: Any, HC: Any, NK: Any, NV: Any, NC: Any) -> None:
+    """Insert every entry of the old tables into the (empty, larger) new ones."""
+    for m in range(HV.shape[0]):
+        for i in range(HV.shape[1]):
+            if HV[m, i] != 0:
+                _hash_set(NK, NV, NC, m, HK[m, i, HK_NODE], HK[m, i, HK_OP], HK[m, i, HK_SEC],
+                          HV[m, i] - 1)
+
+
+def new_hash(slots: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                  npt.NDArray[np.int64]]:
+    """Empty tables (HK, HV, HC) of ``slots`` (a power of two) slots per map."""
+    hc = np.zeros(NMAPS + 1, np.int64)
+    hc[HC_BITS] = slots.bit_length() - 1
+    return (np.zeros((NMAPS, slots, NHK), np.int64), np.zeros((NMAPS, slots), np.int64), hc)
+
+
+def grow_hash(HK: npt.NDArray[np.int64], HV: npt.NDArray[np.int64], HC: npt.NDArray[np.int64]
+              ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Tables of twice the slots holding the same entries."""
+    NK, NV, NC = new_hash(2 * HV.shape[1])
+    _hash_rehash(HK, HV, HC, NK, NV, NC)
+    return NK, NV, NC
+
+
+@_jit
 def _dd_bisect(KS: Any, KR: Any, KN: Any, row: int, sector: int, rid: int) -> int:
     lo = 0
     hi = KN[row]
@@ -459,9 +600,9 @@ def _dd_bisect(KS: Any, KR: Any, KN: Any, row: int, sector: int, rid: int) -> in
     return lo
 
 
-@njit(cache=True)
+@_jit
 def _dd_add(R: Any, E: Any, node: int, rq: int, keep_fifo: bool) -> None:
-    KS, KR, KSL, KN, FH, FT, DS, BYEND, BYSTART = E
+    KS, KR, KSL, KN, FH, FT, DS, HK, HV, HC = E
     d = 0 if R[rq, R_OP] == 0 else 1
     row = node * 2 + d
     i = _dd_bisect(KS, KR, KN, row, R[rq, R_SEC], R[rq, R_RID])
@@ -482,16 +623,16 @@ def _dd_add(R: Any, E: Any, node: int, rq: int, keep_fifo: bool) -> None:
         else:
             FH[row] = rq
         FT[row] = rq
-    BYEND[(node, R[rq, R_OP], R[rq, R_SEC] + R[rq, R_NR])] = rq
-    BYSTART[(node, R[rq, R_OP], R[rq, R_SEC])] = rq
+    _hash_set(HK, HV, HC, MAP_BYEND, node, R[rq, R_OP], R[rq, R_SEC] + R[rq, R_NR], rq)
+    _hash_set(HK, HV, HC, MAP_BYSTART, node, R[rq, R_OP], R[rq, R_SEC], rq)
     DS[node, DS_N] += 1
     DS[node, DS_NR0 + d] += 1
 
 
-@njit(cache=True)
+@_jit
 def _dd_remove(R: Any, E: Any, node: int, rq: int, old_sec: int, old_end: int,
                drop_fifo: bool) -> None:
-    KS, KR, KSL, KN, FH, FT, DS, BYEND, BYSTART = E
+    KS, KR, KSL, KN, FH, FT, DS, HK, HV, HC = E
     d = 0 if R[rq, R_OP] == 0 else 1
     row = node * 2 + d
     i = _dd_bisect(KS, KR, KN, row, old_sec, R[rq, R_RID])
@@ -503,12 +644,8 @@ def _dd_remove(R: Any, E: Any, node: int, rq: int, old_sec: int, old_end: int,
             KSL[row, j] = KSL[row, j + 1]
         KN[row] = n - 1
     op = R[rq, R_OP]
-    k1 = (node, op, old_end)
-    if k1 in BYEND and BYEND[k1] == rq:
-        del BYEND[k1]
-    k2 = (node, op, old_sec)
-    if k2 in BYSTART and BYSTART[k2] == rq:
-        del BYSTART[k2]
+    _hash_del_if(HK, HV, HC, MAP_BYEND, node, op, old_end, rq)
+    _hash_del_if(HK, HV, HC, MAP_BYSTART, node, op, old_sec, rq)
     DS[node, DS_N] -= 1
     DS[node, DS_NR0 + d] -= 1
     if drop_fifo:
@@ -524,7 +661,7 @@ def _dd_remove(R: Any, E: Any, node: int, rq: int, old_sec: int, old_end: int,
             FT[row] = pv
 
 
-@njit(cache=True)
+@_jit
 def _rq_merge(R: Any, B: Any, L: Any, front: int, back: int) -> bool:
     """attempt_rq_merge: ``back`` continues ``front``."""
     if R[front, R_NOMERGE] or R[back, R_NOMERGE] or R[front, R_OP] != R[back, R_OP] or \
@@ -542,13 +679,11 @@ def _rq_merge(R: Any, B: Any, L: Any, front: int, back: int) -> bool:
     return True
 
 
-@njit(cache=True)
+@_jit
 def _dd_insert(R: Any, B: Any, FR: Any, S: Any, L: Any, E: Any, node: int, rq: int,
                t: int) -> None:
-    BYEND = E[7]
-    key = (node, R[rq, R_OP], R[rq, R_SEC])
-    if key in BYEND:
-        prev = BYEND[key]
+    prev = _hash_get(E[7], E[8], E[9], MAP_BYEND, node, R[rq, R_OP], R[rq, R_SEC])
+    if prev >= 0:
         if not R[prev, R_NOMERGE]:
             old_s = R[prev, R_SEC]
             old_e = old_s + R[prev, R_NR]
@@ -562,14 +697,12 @@ def _dd_insert(R: Any, B: Any, FR: Any, S: Any, L: Any, E: Any, node: int, rq: i
     _dd_add(R, E, node, rq, False)
 
 
-@njit(cache=True)
+@_jit
 def _dd_bio_merge(R: Any, B: Any, L: Any, E: Any, node: int, b: int, nsegs: int) -> int:
-    BYEND = E[7]
-    BYSTART = E[8]
+    HK, HV, HC = E[7], E[8], E[9]
     op = B[b, B_OP]
-    key = (node, op, B[b, B_SEC])
-    if key in BYEND:
-        rq = BYEND[key]
+    rq = _hash_get(HK, HV, HC, MAP_BYEND, node, op, B[b, B_SEC])
+    if rq >= 0:
         old_s = R[rq, R_SEC]
         old_e = old_s + R[rq, R_NR]
         kind = _merge(R, B, L, rq, b, nsegs)
@@ -577,9 +710,8 @@ def _dd_bio_merge(R: Any, B: Any, L: Any, E: Any, node: int, b: int, nsegs: int)
             _dd_remove(R, E, node, rq, old_s, old_e, False)
             _dd_add(R, E, node, rq, True)
             return kind
-    key2 = (node, op, B[b, B_SEC] + B[b, B_NR])
-    if key2 in BYSTART:
-        rq = BYSTART[key2]
+    rq = _hash_get(HK, HV, HC, MAP_BYSTART, node, op, B[b, B_SEC] + B[b, B_NR])
+    if rq >= 0:
         old_s = R[rq, R_SEC]
         old_e = old_s + R[rq, R_NR]
         kind = _merge(R, B, L, rq, b, nsegs)
@@ -590,9 +722,9 @@ def _dd_bio_merge(R: Any, B: Any, L: Any, E: Any, node: int, b: int, nsegs: int)
     return 0
 
 
-@njit(cache=True)
+@_jit
 def _dd_next_in_sweep(E: Any, node: int, d: int) -> int:
-    KS, KR, KSL, KN, FH, FT, DS, BYEND, BYSTART = E
+    KS, KR, KSL, KN, FH, FT, DS, HK, HV, HC = E
     pos = DS[node, DS_NP0 + d]
     if pos < 0:
         return -1
@@ -603,9 +735,9 @@ def _dd_next_in_sweep(E: Any, node: int, d: int) -> int:
     return int(KSL[row, i])
 
 
-@njit(cache=True)
+@_jit
 def _dd_pop(R: Any, E: Any, node: int, t: int) -> int:
-    KS, KR, KSL, KN, FH, FT, DS, BYEND, BYSTART = E
+    KS, KR, KSL, KN, FH, FT, DS, HK, HV, HC = E
     if DS[node, DS_N] == 0:
         return -1
     d = DS[node, DS_LAST]
@@ -637,7 +769,7 @@ def _dd_pop(R: Any, E: Any, node: int, t: int) -> int:
     return int(rq)
 
 
-@njit(cache=True)
+@_jit
 def _kick(R: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any, SVU: Any,
           SVP: Any, E: Any, node: int, t: int) -> None:
     qd = L[node, L_QD]
@@ -663,7 +795,7 @@ def _kick(R: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any, SV
         _heap_push(H, S, c, 0, rq, S_HN)
 
 
-@njit(cache=True)
+@_jit
 def _rq_max(L: Any, node: int, offset: int) -> int:
     cs = L[node, L_CHUNKSEC]
     ms = L[node, L_MAXSEC]
@@ -673,7 +805,7 @@ def _rq_max(L: Any, node: int, offset: int) -> int:
     return int(left if left < ms else ms)
 
 
-@njit(cache=True)
+@_jit
 def _merge(R: Any, B: Any, L: Any, rq: int, b: int, nsegs: int) -> int:
     """attempt_bio_merge for READ/WRITE: 0 none, 1 back, 2 front."""
     if R[rq, R_NOMERGE] or B[b, B_FLAGS] & F_NOMERGE or R[rq, R_OP] != B[b, B_OP] or \
@@ -705,7 +837,7 @@ def _merge(R: Any, B: Any, L: Any, rq: int, b: int, nsegs: int) -> int:
     return MERGE_NONE
 
 
-@njit(cache=True)
+@_jit
 def _plug_merge(R: Any, B: Any, L: Any, PL: Any, S: Any, POL: Any, b: int, nsegs: int) -> int:
     n = S[S_PLN]
     if n == 0:
@@ -737,7 +869,7 @@ def _plug_merge(R: Any, B: Any, L: Any, PL: Any, S: Any, POL: Any, b: int, nsegs
     return 0
 
 
-@njit(cache=True)
+@_jit
 def _flush(R: Any, B: Any, FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, SV: Any,
            SVU: Any, SVP: Any, E: Any, PL: Any, POL: Any, TMP: Any, sched: int) -> None:
     n = S[S_PLN]
@@ -746,52 +878,60 @@ def _flush(R: Any, B: Any, FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV
     S[S_PLN] = 0
     order = POL[POL_ORDER]
     for k in range(n):
-        TMP[k] = PL[n - 1 - k] if order == ORDER_LIFO else PL[k]
+        TMP[TMP_ORDER, k] = PL[n - 1 - k] if order == ORDER_LIFO else PL[k]
     multi = S[S_MULTI]
     if order == ORDER_FIFO_SORTED and multi and n > 1:
         # stable insertion sort by (node, sector)
         for i in range(1, n):
-            x = TMP[i]
+            x = TMP[TMP_ORDER, i]
             j = i - 1
-            dj = L[R[TMP[j], R_NODE], L_DEV] if j >= 0 else 0
+            dj = L[R[TMP[TMP_ORDER, j], R_NODE], L_DEV] if j >= 0 else 0
             dx = L[R[x, R_NODE], L_DEV]
-            while j >= 0 and (dj > dx or (dj == dx and R[TMP[j], R_SEC] > R[x, R_SEC])):
-                TMP[j + 1] = TMP[j]
+            while j >= 0 and (dj > dx or (dj == dx and R[TMP[TMP_ORDER, j], R_SEC] > R[x, R_SEC])):
+                TMP[TMP_ORDER, j + 1] = TMP[TMP_ORDER, j]
                 j -= 1
                 if j >= 0:
-                    dj = L[R[TMP[j], R_NODE], L_DEV]
-            TMP[j + 1] = x
+                    dj = L[R[TMP[TMP_ORDER, j], R_NODE], L_DEV]
+            TMP[TMP_ORDER, j + 1] = x
     S[S_MULTI] = 0
     has_elv = S[S_HASELV]
     S[S_HASELV] = 0
     if not multi and not has_elv and not sched:
-        node = R[TMP[0], R_NODE]
+        node = R[TMP[TMP_ORDER, 0], R_NODE]
         if POL[POL_UNPLUG]:
             # trace_block_unplug(q, plug->rq_count, true) of the direct path (6.12+)
-            _ev(EV, S, S[S_NOW], L[node, L_DEV], R[TMP[0], R_PID], ACT_UNPLUG_IO, RWBS_NONE, 0, 0, n, 0)
+            _ev(EV, S, S[S_NOW], L[node, L_DEV], R[TMP[TMP_ORDER, 0], R_PID], ACT_UNPLUG_IO, RWBS_NONE, 0, 0, n, 0)
         for k in range(n):
-            _qappend(R, Q, node, TMP[k])
+            _qappend(R, Q, node, TMP[TMP_ORDER, k])
         _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, E, node, S[S_NOW])
         S[S_NOW] += POL[POL_STEP]
         return
-    done = np.zeros(n, dtype=np.bool_)
+    # group by node in pop order, in the scratch rows (no allocation inside the loop)
+    done = TMP[TMP_DONE]
+    grp = TMP[TMP_GROUP]
+    for k in range(n):
+        done[k] = 0
     for k in range(n):
         if done[k]:
             continue
-        node = R[TMP[k], R_NODE]
-        # the group of this node, in pop order; LIFO re-reverses it to FIFO
-        idx = []
+        node = R[TMP[TMP_ORDER, k], R_NODE]
+        g = 0
         for j in range(k, n):
-            if not done[j] and R[TMP[j], R_NODE] == node:
-                done[j] = True
-                idx.append(TMP[j])
+            if not done[j] and R[TMP[TMP_ORDER, j], R_NODE] == node:
+                done[j] = 1
+                grp[g] = TMP[TMP_ORDER, j]
+                g += 1
         if order == ORDER_LIFO:
-            idx.reverse()
+            # LIFO re-reverses the group to FIFO
+            for j in range(g // 2):
+                x = grp[j]
+                grp[j] = grp[g - 1 - j]
+                grp[g - 1 - j] = x
         # blk_mq_dispatch_plug_list: trace_block_unplug(q, depth, !from_sched)
-        _ev(EV, S, S[S_NOW], L[node, L_DEV], R[idx[0], R_PID], ACT_UNPLUG_TIMER if sched else ACT_UNPLUG_IO,
-            RWBS_NONE, 0, 0,
-            len(idx), 0)
-        for rq in idx:
+        _ev(EV, S, S[S_NOW], L[node, L_DEV], R[grp[0], R_PID],
+            ACT_UNPLUG_TIMER if sched else ACT_UNPLUG_IO, RWBS_NONE, 0, 0, g, 0)
+        for j in range(g):
+            rq = grp[j]
             if L[node, L_ELV]:
                 _ev(EV, S, S[S_NOW], L[node, L_DEV], R[rq, R_PID], ACT_INSERT, R[rq, R_RWBS],
                     R[rq, R_SEC], R[rq, R_NR], 0, 0)
@@ -802,7 +942,7 @@ def _flush(R: Any, B: Any, FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV
         S[S_NOW] += POL[POL_STEP]
 
 
-@njit(cache=True)
+@_jit
 def _qappend(R: Any, Q: Any, node: int, rq: int) -> None:
     R[rq, R_NEXT] = -1
     if Q[node, 1] < 0:
@@ -812,7 +952,7 @@ def _qappend(R: Any, Q: Any, node: int, rq: int) -> None:
     Q[node, 1] = rq
 
 
-@njit(cache=True)
+@_jit
 def _mq_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, HU: Any, R: Any,
                FR: Any, Q: Any, INF: Any, H: Any,
                S: Any, L: Any, EV: Any, POL: Any, SV: Any, SVU: Any, SVP: Any, E: Any, PL: Any,
@@ -889,7 +1029,7 @@ def _mq_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, HU: An
     S[S_PLN] += 1
 
 
-@njit(cache=True)
+@_jit
 def _md_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any, S: Any,
                L: Any, MEM: Any, EV: Any, POL: Any, b: int) -> None:
     b = _split_to_limits(B, FB, P, U, S, L, EV, POL, b)
@@ -931,7 +1071,7 @@ def _md_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any
     _release_slot(FB, S, S_BFREE, b)
 
 
-@njit(cache=True)
+@_jit
 def _complete(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, HU: Any, R: Any,
               FR: Any, Q: Any, INF: Any, H: Any, S: Any, L: Any, EV: Any, POL: Any, SV: Any,
               SVU: Any, SVP: Any, E: Any, rq: int, t: int) -> None:
@@ -953,7 +1093,17 @@ def _complete(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, HU: Any
     _kick(R, Q, INF, H, S, L, EV, SV, SVU, SVP, E, node, S[S_NOW])
 
 
-@njit(cache=True)
+@_jit
+def _max_of(a: Any) -> int:
+    """``a.max()`` (numpy's needs numba's reference counting)."""
+    m = a[0]
+    for i in range(1, len(a)):
+        if a[i] > m:
+            m = a[i]
+    return int(m)
+
+
+@_jit
 def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: Any, FR: Any,
          Q: Any, INF: Any, H: Any, HU: Any, S: Any, L: Any, MEM: Any, EV: Any, POL: Any, SV: Any,
          SVU: Any, SVP: Any, E: Any, PL: Any, TMP: Any, top: int, bsec: Any, bnr: Any, bop: Any,
@@ -965,7 +1115,8 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
         if EV.shape[1] - S[S_EVN] < margin_ev or S[S_BFREE] < margin_pool or \
                 S[S_PFREE] < margin_pool or S[S_RFREE] < margin_pool or \
                 H.shape[0] - S[S_HN] < margin_pool or HU.shape[0] - S[S_HNU] < margin_pool or \
-                E[0].shape[1] - np.max(E[3]) < margin_pool:
+                E[0].shape[1] - _max_of(E[3]) < margin_pool or \
+                2 * (_max_of(E[9][:NMAPS]) + margin_pool) > E[8].shape[1]:
             return 1
         # the earlier head of the two heaps (one heap ordered by (time, hseq) would give it)
         if S[S_HN] > 0 and (S[S_HNU] == 0 or H[0, 0] < HU[0, 0] or
@@ -1145,14 +1296,14 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     ev_rows = min(max(nb + 8 * pieces, MIN_EVENTS), MAX_EVENTS_BUFFER) + 2 * margin_ev
     EV = np.zeros((9, ev_rows), dtype=np.int64)
     chunks: list[npt.NDArray[np.int64]] = []
-    PL = np.zeros(4096, dtype=np.int64)
-    TMP = np.zeros(4096, dtype=np.int64)
+    PL = np.zeros(PLUG_SCRATCH, dtype=np.int64)
+    TMP = np.zeros((TMP_ROWS, PLUG_SCRATCH), dtype=np.int64)
     Q = np.full((nn, 2), -1, dtype=np.int64)
     INF = np.zeros(nn, dtype=np.int64)
     S = np.zeros(NS, dtype=np.int64)
     S[[S_BL0H, S_BL0T, S_BL1H, S_BL1T]] = -1
     S[S_BFREE] = S[S_PFREE] = S[S_RFREE] = cap
-    E = _new_elevator(nn, cap)
+    E = _new_elevator(nn, cap, margin_pool)
     # initial schedule (as replay(): every thread from time 0)
     for th in range(len(T)):
         _schedule(T, UT, HU, S, th, 0)
@@ -1177,6 +1328,8 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
             R, FR, S[S_RFREE] = _grow_pool(R, FR, int(S[S_RFREE]))
         if E[0].shape[1] - int(np.max(E[3])) < margin_pool:
             E = _grow_elevator(E)
+        while 2 * (int(np.max(E[9][:NMAPS])) + margin_pool) > E[8].shape[1]:
+            E = E[:7] + grow_hash(*E[7:])
         if H.shape[0] - S[S_HN] < margin_pool:
             H = _grow(H, H.shape[0])
         if HU.shape[0] - S[S_HNU] < margin_pool:
@@ -1193,21 +1346,22 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     return cols, int(S[S_NREQ])
 
 
-def _new_elevator(nn: int, cap: int) -> tuple[Any, ...]:
-    key = types.UniTuple(types.int64, 3)
+def _new_elevator(nn: int, cap: int, margin_pool: int) -> tuple[Any, ...]:
+    slots = MIN_HASH_SLOTS
+    while slots < HASH_SLOTS_PER_MARGIN * margin_pool:
+        slots *= 2
     return (np.zeros((2 * nn, cap), np.int64), np.zeros((2 * nn, cap), np.int64),
             np.zeros((2 * nn, cap), np.int64), np.zeros(2 * nn, np.int64),
             np.full(2 * nn, -1, np.int64), np.full(2 * nn, -1, np.int64),
             np.tile(np.array([-1, -1, 0, 0, 0, 0, 0, 0], np.int64), (nn, 1)),
-            Dict.empty(key_type=key, value_type=types.int64),
-            Dict.empty(key_type=key, value_type=types.int64))
+            *new_hash(slots))
 
 
 def _grow_elevator(E: tuple[Any, ...]) -> tuple[Any, ...]:
-    KS, KR, KSL, KN, FH, FT, DS, BYEND, BYSTART = E
+    KS, KR, KSL = E[:3]
     w = KS.shape[1]
     grow = [np.concatenate([a, np.zeros_like(a)], axis=1) for a in (KS, KR, KSL)]
-    return (grow[0], grow[1], grow[2], KN, FH, FT, DS, BYEND, BYSTART) if w else E
+    return (grow[0], grow[1], grow[2]) + E[3:] if w else E
 
 
 def _grow_pool(pool: npt.NDArray[np.int64], free: npt.NDArray[np.int64], nfree: int

@@ -93,3 +93,103 @@ def test_fast_engine_resumes_after_growing_its_buffers(monkeypatch):
                                    plug=np.arange(n) // 4)
     pol = preset_for_kernel("6.1")
     assert _same(replay(stream, s, pol, engine="python"), replay(stream, s, pol, engine="fast"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["set", "get", "del"]), st.integers(0, 1),
+                              st.integers(0, 2), st.integers(0, 1), st.integers(0, 40),
+                              st.integers(0, 5)), max_size=300))
+def test_elevator_hash_map_behaves_as_the_python_dicts(ops):
+    """The compiled engine's by_end / by_start tables (array hash maps, keys (node, op, sector))
+    answer like DeadlineQueue's dicts under random set / get / delete-if-mapped-to sequences,
+    across growth (tables start at 4 slots and double when half full). Keys are few and
+    sectors small so probe runs collide and wrap around the table end."""
+    from workers.model import fast
+
+    hk, hv, hc = fast.new_hash(4)
+    twin: list[dict[tuple[int, int, int], int]] = [{}, {}]
+    for what, m, node, op, sec, rq in ops:
+        key = (node, op, sec)
+        if what == "set":
+            if 2 * (max(hc[:fast.NMAPS]) + 1) > hv.shape[1]:
+                hk, hv, hc = fast.grow_hash(hk, hv, hc)
+            fast._hash_set(hk, hv, hc, m, node, op, sec, rq)
+            twin[m][key] = rq
+        elif what == "get":
+            assert fast._hash_get(hk, hv, hc, m, node, op, sec) == twin[m].get(key, -1)
+        else:
+            fast._hash_del_if(hk, hv, hc, m, node, op, sec, rq)
+            if twin[m].get(key) == rq:
+                del twin[m][key]
+        for mm in range(fast.NMAPS):
+            assert hc[mm] == len(twin[mm])
+    for mm in range(fast.NMAPS):
+        for (node, op, sec), rq in twin[mm].items():
+            assert fast._hash_get(hk, hv, hc, mm, node, op, sec) == rq
+
+
+def test_elevator_hash_map_deletes_inside_a_probe_run():
+    """Keys sharing a home slot (the last one, so the run wraps around to slot 0) and a key of
+    home 0 in one probe run: deleting any one must leave the others reachable (the backward
+    shift), and deleting a key mapped to another request must keep it."""
+    from workers.model import fast
+
+    hk, hv, hc = fast.new_hash(16)
+    homes: dict[int, list[int]] = {}
+    for sec in range(2000):
+        homes.setdefault(fast._hash_home(hc, 0, 0, sec), []).append(sec)
+    # slot 15: a home-15 key; slot 0: a home-0 key (stays when the hole is at 15); slots 1, 2:
+    # two more home-15 keys (wrapped around, they move back)
+    keys = homes[15][:1] + homes[0][:1] + homes[15][1:3]
+    for drop in range(len(keys)):
+        hk, hv, hc = fast.new_hash(16)
+        for rq, sec in enumerate(keys):
+            fast._hash_set(hk, hv, hc, fast.MAP_BYEND, 0, 0, sec, rq)
+        assert hv[fast.MAP_BYEND, 15] and hv[fast.MAP_BYEND, 0] and hv[fast.MAP_BYEND, 1]
+        fast._hash_del_if(hk, hv, hc, fast.MAP_BYEND, 0, 0, keys[drop], drop + 100)
+        assert hc[fast.MAP_BYEND] == len(keys)
+        fast._hash_del_if(hk, hv, hc, fast.MAP_BYEND, 0, 0, keys[drop], drop)
+        assert hc[fast.MAP_BYEND] == len(keys) - 1
+        for rq, sec in enumerate(keys):
+            want = -1 if rq == drop else rq
+            assert fast._hash_get(hk, hv, hc, fast.MAP_BYEND, 0, 0, sec) == want
+            assert fast._hash_get(hk, hv, hc, fast.MAP_BYSTART, 0, 0, sec) == -1
+
+
+def test_fast_engine_grows_the_elevator_tables_mid_run(monkeypatch):
+    """Thousands of unmergeable requests queued in mq-deadline (nr_requests 4096, one driver
+    tag, an HDD) fill the by_end / by_start tables past half and the sorted lists (started
+    narrow here): the engine returns to Python, which rehashes the tables into larger ones and
+    widens the lists, and the result still equals the Python engine's."""
+    from workers.model import fast
+
+    grown = []
+    widened = []
+    real_grow, real_new, real_widen = fast.grow_hash, fast._new_elevator, fast._grow_elevator
+
+    def counting_grow(hk, hv, hc):
+        grown.append(int(hc[:fast.NMAPS].max()))
+        return real_grow(hk, hv, hc)
+
+    def narrow_elevator(nn, cap, margin_pool):
+        return real_new(nn, margin_pool + 1, margin_pool)
+
+    def counting_widen(e):
+        widened.append(e[0].shape[1])
+        return real_widen(e)
+
+    monkeypatch.setattr(fast, "grow_hash", counting_grow)
+    monkeypatch.setattr(fast, "_new_elevator", narrow_elevator)
+    monkeypatch.setattr(fast, "_grow_elevator", counting_widen)
+    monkeypatch.setattr(fast, "MIN_HASH_SLOTS", 1)
+    monkeypatch.setattr(fast, "HASH_SLOTS_PER_MARGIN", 1)
+    s = stack_from_spec("disk:device=hdd,queue_depth=1,scheduler=mq-deadline,nr_requests=4096")
+    n = 3000
+    rng = np.random.default_rng(1)
+    stream = BioStream.from_arrays(rng.integers(0, 1 << 20, n) * 64, 8,
+                                   time_ns=np.arange(n) * 10, plug=np.arange(n))
+    pol = preset_for_kernel("6.1")
+    fast_table = replay(stream, s, pol, engine="fast")
+    assert max(grown) > 0  # a table holding entries was rehashed
+    assert len(widened) > 1  # the sorted lists were widened while holding requests
+    assert _same(replay(stream, s, pol, engine="python"), fast_table)
