@@ -168,7 +168,8 @@ def run_once(files: list[Path], n_workers: int, events: int,
     env = {**os.environ, "DATABASE_URL": f"{PG}/{db}",
            "CELERY_BROKER_URL": broker, "SECRET_KEY": "bench-" + "x" * 40,
            "STORAGE_URL": s3.storage_url, "BLKREVIEW_ANALYSIS_QUEUE": queue,
-           "BLKREVIEW_REPLAY_QUEUE": queue + "-replay", "BLKREVIEW_PARALLEL_INGEST_MB": "0",
+           "BLKREVIEW_REPLAY_QUEUE": queue + "-replay",
+           "BLKREVIEW_NOTIFY_QUEUE": queue + "-notify", "BLKREVIEW_PARALLEL_INGEST_MB": "0",
            "BLKREVIEW_TASK_TIME_LIMIT": "36000", "BLKREVIEW_MAX_UPLOAD_MB": "1000000",
            "BLKREVIEW_SHARD_LEASE_SECONDS": "7200", "DJANGO_SETTINGS_MODULE": "reviewapp.settings",
            "PYTHONPATH": str(ROOT), "LOG_LEVEL": "INFO", "MEDIA_ROOT": str(tmp / "media")}
@@ -180,7 +181,9 @@ def run_once(files: list[Path], n_workers: int, events: int,
         for i in range(n_workers):
             log = open(tmp / f"w{i}.log", "wb")  # noqa: SIM115
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "workers.celery", "worker", "-Q", queue,
+                # the comparison step runs on the replay queue (docs/deploy.md, queues)
+                [sys.executable, "-m", "celery", "-A", "workers.celery", "worker",
+                 "-Q", f"{queue},{queue}-replay",
                  "--pool=solo", "--without-gossip", "--without-mingle", "--without-heartbeat",
                  "-n", f"bench{i}-{os.getpid()}@%h", "--loglevel=INFO"],
                 cwd=tmp, env={**env, "TMPDIR": str(tmp)}, stdout=log, stderr=subprocess.STDOUT))
@@ -215,14 +218,14 @@ def run_once(files: list[Path], n_workers: int, events: int,
         res = eval(out.stdout.strip().splitlines()[-1])  # noqa: S307 - our own dict literal
         res["loadavg_start"] = [round(x, 2) for x in load]
         res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+        res.update(workers=n_workers, events=events, events_per_s=events / res["total_s"],
+                   peak_rss_mb={f"w{i}": round(vm_hwm_mb(p.pid)) for i, p in enumerate(procs)},
+                   shards_parsed={f"w{i}": (tmp / f"w{i}.log").read_text(errors="replace")
+                                  .count("parsed shard") for i in range(n_workers)})
         if page and res["state"] == "succeeded":
             res["page"] = compare_and_page(env, int(res["bundle"]), page, tmp)
-        shards = {f"w{i}": (tmp / f"w{i}.log").read_text(errors="replace").count("parsed shard")
-                  for i in range(n_workers)}
-        res.update({"workers": n_workers, "events": events,
-                    "events_per_s": events / res["total_s"],
-                    "peak_rss_mb": {f"w{i}": round(vm_hwm_mb(p.pid)) for i, p in enumerate(procs)},
-                    "shards_parsed": shards})
+            res["page"]["peak_rss_mb_after"] = {f"w{i}": round(vm_hwm_mb(p.pid))
+                                                for i, p in enumerate(procs)}
         return res
     finally:
         for p in procs:
@@ -276,7 +279,8 @@ def main() -> int:
               f"shards {r['shards_parsed']}, load average {r['loadavg_start']} -> "
               f"{r['loadavg_end']}")
         if r.get("page"):
-            print(f"  comparison of the bundle with itself and its page: {r['page']}")
+            print(f"  comparison with a {args.page_events}-event patched run, its step and its "
+                  f"page: {r['page']}")
     return 0
 
 
