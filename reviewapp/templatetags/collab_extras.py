@@ -41,7 +41,8 @@ def check_class(state: Any) -> str:
 def anchor_href(thread: Any) -> str:
     """The address of what a thread is about, in the comparison page's own address format
     (``#dev=254,32&stage=Q&section=seek``, plus ``chart``, ``side`` and ``x=lo,hi`` for a chart
-    region; docs/urls.md) with ``?anchor=<thread>`` so the page highlights the row or chart;
+    region: a time window x0..x1 gives the view x0-w/2..x1+w/2, w its width, not below 0 when
+    the window is not; docs/urls.md) with ``?anchor=<thread>`` so the page highlights the row or chart;
     or the patch page at the diff line (``#L<n>``)."""
     from urllib.parse import quote
 
@@ -52,7 +53,12 @@ def anchor_href(thread: Any) -> str:
     base = thread.comparison.get_absolute_url()
     state = {k: str(a[k]) for k in ("dev", "stage", "section", "chart", "side") if a.get(k)}
     if a.get("x0") is not None and a.get("x1") is not None:
-        state["x"] = f"{a['x0']:g},{a['x1']:g}"
+        # the view around the window, half its width either side: the page zooms there and
+        # threads.js shades x0..x1 itself, so the window is seen in its context
+        x0, x1 = float(a["x0"]), float(a["x1"])
+        pad = (x1 - x0) / 2 or max(abs(x0) * 0.05, 1e-6)
+        lo = x0 - pad if x0 - pad >= 0 or x0 < 0 else 0.0
+        state["x"] = f"{lo:g},{x1 + pad:g}"
     if thread.anchor_kind == "comparison" or not state:
         return f"{base}#thread-{thread.pk}"
     frag = "&".join(f"{k}={quote(v, safe=',:')}" for k, v in state.items())

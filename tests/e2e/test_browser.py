@@ -3,7 +3,10 @@ the real worker, and sees both seek histograms drawn (plot containers with data)
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,20 +18,36 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 DEMO = Path(__file__).resolve().parents[2] / "reviewapp" / "demo"
 
 
-@pytest.fixture
-def browser_page(monkeypatch):
-    # Playwright's sync API runs an event loop; Django's async-unsafe guard would trip on the
-    # ORM calls this test's fixtures make in the same thread.
+@contextlib.contextmanager
+def chromium(monkeypatch: Any) -> Iterator[Any]:
+    """Debian's chromium under Playwright for one test; on the way out, the database
+    connections the test opened while Playwright ran are closed.
+
+    Playwright's sync API keeps an asyncio loop running in this thread. Django's async-unsafe
+    guard would trip on the test's ORM calls (hence DJANGO_ALLOW_ASYNC_UNSAFE), and Django's
+    connection handler (asgiref ``Local``, thread-critical) then keeps the connection of those
+    calls in a context-local slot instead of the thread's. pytest-django closes the thread's
+    connection at teardown, never that one, so dropping the test database warned "database
+    ... is being accessed by other users". ``connections.close_all()`` while the loop still
+    runs closes the context-local one; the live server's request threads close their own.
+    """
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from django.db import connections
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_page()
         try:
-            yield page
+            yield browser
         finally:
             browser.close()
+            connections.close_all()
+
+
+@pytest.fixture
+def browser_page(monkeypatch):
+    with chromium(monkeypatch) as browser:
+        yield browser.new_page()
 
 
 def test_login_upload_wait_and_see_both_histograms(celery_worker, live_server, user, password,

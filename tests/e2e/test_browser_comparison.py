@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.test_browser import chromium
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -20,16 +20,8 @@ SECTIONS = ("fragmentation", "seek", "throughput", "latency", "ordering", "model
 
 @pytest.fixture
 def browser_context(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        context = browser.new_context(accept_downloads=True)
-        try:
-            yield context
-        finally:
-            browser.close()
+    with chromium(monkeypatch) as browser:
+        yield browser.new_context(accept_downloads=True)
 
 
 def _drawn(page, section: str) -> dict:

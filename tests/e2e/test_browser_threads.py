@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import finish_comparison, uploaded
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.test_browser import chromium
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -25,20 +25,13 @@ PAYLOADS = [line for line in (DATA / "xss" / "payloads.txt").read_text().splitli
 
 @pytest.fixture
 def page(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with chromium(monkeypatch) as browser:
         pg = browser.new_page(viewport={"width": 1400, "height": 1000})
         pg.set_default_timeout(30_000)
         dialogs: list[str] = []
         pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         pg.dialogs = dialogs  # type: ignore[attr-defined]
-        try:
-            yield pg
-        finally:
-            browser.close()
+        yield pg
 
 
 @pytest.fixture
@@ -182,4 +175,67 @@ def test_series_page_three_versions(transactional_db, live_server, user, page):
     page.wait_for_selector("pre.diff-lines .diff-line.dl-add")
     assert "submit_bio_noacct_nocheck" in page.locator("pre.diff-lines").inner_text()
     assert page.locator(".siblings").count() == 1
+    assert not page.dialogs
+
+
+def test_time_window_thread_draws_a_shaded_window(seed_comparison, live_server, user, password,
+                                                  page):
+    """Box-select a time window on a throughput chart -> a thread anchored on that window;
+    following its anchor link (and opening the link afresh) draws the window as a shaded band
+    on that panel: a plotly shape over x0..x1 with xref x and yref paper, seen in the SVG."""
+    origin, cmp_url = live_server.url, seed_comparison.get_absolute_url()
+    login(page, origin, user, password, cmp_url)
+    page.locator("#section-throughput").scroll_into_view_if_needed()
+    page.wait_for_selector("#section-throughput[data-state='loaded']")
+    plot_sel = "#section-throughput .plot[data-side='patched'][data-rendered='1']"
+    page.wait_for_selector(plot_sel)
+    plot = page.locator(plot_sel).first
+    chart = plot.get_attribute("data-chart")
+    plot.hover()
+    plot.locator(".modebar-btn[data-val='select']").first.click()
+    box = plot.locator(".nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.5, y + 20, steps=8)
+    page.mouse.move(box["x"] + box["width"] * 0.6, y + 40, steps=8)
+    page.mouse.up()
+    page.wait_for_selector("#new-thread-anchor-label:not([hidden])")
+    label = page.locator("#new-thread-anchor-label").text_content()
+    assert "window" in label and chart in label, label
+    page.fill("#new-thread-body", "Throughput dips in this window.")
+    page.click("#new-thread-submit")
+    page.wait_for_selector(".thread[data-thread]")
+    from reviewapp.models import Thread
+
+    thread = Thread.objects.get(comparison=seed_comparison, anchor_kind="chart")
+    x0, x1 = thread.anchor["x0"], thread.anchor["x1"]
+    assert thread.anchor["chart"] == chart and 0 <= x0 < x1
+
+    def band(selector: str) -> dict:
+        page.wait_for_selector(f"{selector}[data-anchor-window]")
+        return page.evaluate(
+            """sel => { const p = document.querySelector(sel);
+                        const s = (p.layout.shapes || []).filter(
+                            x => x.name === 'thread-anchor-window');
+                        return {shapes: s, drawn: p.querySelectorAll('.shapelayer path').length,
+                                range: p.layout.xaxis.range}; }""",
+            selector)
+
+    target = (f"#section-throughput .plot[data-chart='{chart}'][data-side='patched']")
+    link = page.locator(f"#thread-{thread.pk} .anchor-link")
+    href = link.get_attribute("href")
+    link.click()
+    got = band(target)
+    [shape] = got["shapes"]
+    assert shape["type"] == "rect" and shape["xref"] == "x" and shape["yref"] == "paper"
+    assert (shape["y0"], shape["y1"]) == (0, 1)
+    assert abs(shape["x0"] - x0) < 1e-9 and abs(shape["x1"] - x1) < 1e-9
+    assert got["drawn"] >= 1  # rendered in the SVG, not only in the layout
+    # the permalink opened afresh (as from a mail): zoomed around the window, band drawn
+    page.goto(f"{origin}{href}")
+    got = band(target)
+    assert len(got["shapes"]) == 1 and got["drawn"] >= 1
+    lo, hi = got["range"]
+    assert lo <= x0 and hi >= x1 and (hi - lo) > (x1 - x0)  # the window in its context
     assert not page.dialogs

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import finish_comparison
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.test_browser import chromium
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 from synthetic_timing import timing_run_text  # noqa: E402
@@ -40,17 +40,10 @@ def runs_comparison(transactional_db, user, make_upload):
 
 @pytest.fixture
 def browser_page(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(30_000)
-            yield page
-        finally:
-            browser.close()
+    with chromium(monkeypatch) as browser:
+        page = browser.new_page()
+        page.set_default_timeout(30_000)
+        yield page
 
 
 def _visible_mbps(page) -> dict:

@@ -20,7 +20,8 @@ def test_load_demo_creates_user_and_analyzed_comparisons():
     call_command("load_demo", stdout=out)
     text = out.getvalue()
     assert "Demo login: user 'demo', password 'demo-blkreview'" in text
-    seed, raid5 = Comparison.objects.filter(patch__series__isnull=True).order_by("pk")
+    seed, raid5 = Comparison.objects.filter(patch__series__isnull=True,
+                                            patch__commit="").order_by("pk")
     assert f"/comparisons/{seed.pk}/" in text and f"/comparisons/{raid5.pk}/" in text
     assert seed.status == "ready" and raid5.status == "ready"
     seek = seed.baseline_bundles.get().result.data["devices"]["8,0"]["seek"]
@@ -44,6 +45,17 @@ def test_load_demo_creates_user_and_analyzed_comparisons():
     assert Verdict.objects.count() == 2
     assert sorted(Check.objects.values_list("state", flat=True)) == ["fail", "success",
                                                                      "success"]
+    # a time-window thread on v2's throughput; Fixes:-aware pairing for patch 2; sharing
+    window = Thread.objects.get(anchor_kind="chart")
+    assert window.anchor["chart"] == "mbps" and window.anchor["x0"] < window.anchor["x1"]
+    from reviewapp.access import grants_on
+    from reviewapp.selectors import fixes_offers
+
+    fixing = v3.patches.get(position=2)
+    assert f"/upload/?patch={fixing.pk}" in text
+    [offer] = fixes_offers(fixing, v3.submitted_by)
+    assert offer["match"] == "sha" and [x.status for x in offer["comparisons"]] == ["ready"]
+    assert [g.user.username for g in grants_on(v3)] == ["reviewer"]
     from django.test import Client
 
     html = Client().get(f"/series/{v3.pk}/").content.decode()
@@ -51,7 +63,7 @@ def test_load_demo_creates_user_and_analyzed_comparisons():
     row = row[:row.index("</tr>")]
     assert '<span class="step better">Δ -100.0%</span>' in row  # v2 fixed it
     call_command("load_demo", stdout=io.StringIO())
-    assert Comparison.objects.count() == 5 and Series.objects.count() == 3
+    assert Comparison.objects.count() == 6 and Series.objects.count() == 3
     from django.contrib.auth import authenticate
 
     assert authenticate(username="demo", password="demo-blkreview") is not None

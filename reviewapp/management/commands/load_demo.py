@@ -15,7 +15,10 @@
    quoted lines: **illustration only** - v1's patched side is the unpatched trace (v1 did not
    change the order), v2 and v3 use the patched lines, so the series page shows v2 fixing the
    backward seeks. A second demo user ``reviewer`` adds threads (a metric row, a diff line),
-   a Tested-by and a Reviewed-by, and a CI check per version (context ``ci-md-raid5``).
+   a Tested-by and a Reviewed-by, a thread on a time window of v2's throughput chart, and a CI
+   check per version (context ``ci-md-raid5``); v3 is shared with ``reviewer`` (Share panel).
+   The patch its ``Fixes:`` tag names is there too (commit d89d87965dcb, illustration only)
+   with a comparison, so the upload form for the series' patch 2 offers its runs as baseline.
 
 By default the analysis runs right here, in this process, through the same functions the
 Celery tasks call, so both pages are ready when the server starts; ``--queue`` leaves it to
@@ -104,6 +107,9 @@ class Command(BaseCommand):
         lines = [f"Demo comparison: /comparisons/{c.pk}/  ({c.patch.title})" for c in comparisons]
         if series is not None:
             lines.append(f"Demo series (three versions): /series/{series.pk}/")
+            fixing = series.patches.filter(position=2).first()
+            if fixing is not None:
+                lines.append(f"Fixes:-aware pairing (baseline offered): /upload/?patch={fixing.pk}")
         self.stdout.write(self.style.SUCCESS(
             "\n".join(lines)
             + f"\nDemo login: user {opts['username']!r}, password {opts['password']!r}"))
@@ -148,7 +154,7 @@ class Command(BaseCommand):
         if created:
             reviewer.set_password("demo-blkreview")
             reviewer.save()
-        versions = []
+        versions, cmps = [], []
         for v in (1, 2, 3):
             data = (DEMO_DIR / "series" / f"series_split_head_v{v}.mbox").read_bytes()
             with transaction.atomic():
@@ -169,13 +175,61 @@ class Command(BaseCommand):
                     workload="dd if=/dev/md0 of=/dev/null bs=4480k iflag=direct", user=user)
             if run_here:
                 self._run_here(cmp)
+            cmps.append(cmp)
             check_create(patch=patch, user=reviewer, context="ci-md-raid5",
                          state="fail" if v == 1 else "success",
                          description=("backward seeks unchanged" if v == 1 else
                                       "no backward seeks on the members"),
                          target_url="https://ci.example.org/blkreview-demo")
             self._threads(cmp, patch, user, reviewer, v)
+        self._window_thread(cmps[1], reviewer)
+        self._fixed_commit(user, cmps[0], run_here=run_here)
+        from reviewapp.services.grants import grant_set
+
+        # the Share panel of v3 shows a grant (the series is public; a private one would be
+        # readable by the reviewer through it, its patches too)
+        grant_set(obj=versions[-1], by=user, user=reviewer, level=c.GRANT_WRITE)
         return versions[-1]
+
+    def _window_thread(self, cmp: Any, reviewer: Any) -> None:
+        """A thread on a time window of v2's throughput chart (its link shades the window)."""
+        import json
+
+        from reviewapp.selectors import chart_payload
+        from reviewapp.services.threads import thread_create
+
+        text = chart_payload(comparison=cmp, section="throughput")
+        charts = json.loads(text).get("charts", []) if text else []
+        mbps = next((ch for ch in charts if ch.get("id") == "mbps"), None)
+        panel = next((p for p in (mbps or {}).get("panels", [])
+                      if p.get("side") == c.ROLE_PATCHED and p.get("figure")), None)
+        xs = [x for t in (panel or {}).get("figure", {}).get("data", []) for x in t.get("x") or []]
+        if len(xs) < 2:
+            return  # charts not computed yet (--queue): no window to point at
+        lo, hi = min(xs), max(xs)
+        thread_create(user=reviewer, comparison=cmp, anchor_kind=c.ANCHOR_CHART,
+                      anchor={"section": "throughput", "dev": json.loads(text).get("dev", ""),
+                              "chart": "mbps", "side": c.ROLE_PATCHED,
+                              "x0": lo + (hi - lo) * 0.25, "x1": lo + (hi - lo) * 0.5},
+                      body="Throughput in this window: is the dip the remainder being requeued?")
+
+    def _fixed_commit(self, user: Any, v1_cmp: Any, *, run_here: bool) -> None:
+        """Fixes:-aware pairing: the series' patch 2 says ``Fixes: d89d87965dcb ("When stacked
+        block devices ...")``; a patch of that commit (same id and subject; illustration only)
+        with a comparison whose patched runs (the kernel with the fixed commit: seed 000's
+        unpatched trace) the upload form offers as the baseline of patch 2."""
+        from reviewapp.models import Patch
+        from reviewapp.services.comparisons import comparison_create
+
+        title = ("When stacked block devices are in-use (e.g. md or dm), the recursive calls")
+        fixed = Patch.objects.create(
+            title=title, author="NeilBrown <neilb@suse.com>",
+            commit="d89d87965dcb", submitted_by=user,  # the 12 digits the tag gives
+            body="illustration: the commit series_split_head's Fixes: tag names")
+        cmp = comparison_create(patch=fixed, baseline=list(v1_cmp.baseline_bundles.all()),
+                                patched=list(v1_cmp.baseline_bundles.all()), user=user)
+        if run_here:
+            self._run_here(cmp)
 
     def _threads(self, cmp: Any, patch: Any, user: Any, reviewer: Any, v: int) -> None:
         import json

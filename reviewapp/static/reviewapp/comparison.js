@@ -11,6 +11,20 @@
   "use strict";
   var PLOT_CONFIG = {displaylogo: false, responsive: true};
 
+  /* A chart of lines only (throughput, IOPS over time) gets a box-select button too, which
+     plotly offers only for markers: selecting a time window anchors a thread on it
+     (threads.js, plotly_selected; the range is what counts, the selected points do not). */
+  function plotConfig(fig) {
+    var lines = (fig.data || []).length && (fig.data || []).every(function (t) {
+      return (t.type || "scatter") === "scatter" && String(t.mode || "") === "lines";
+    });
+    if (!lines) { return PLOT_CONFIG; }
+    var select = {name: "select-window", title: "Select a time window (to start a thread on it)",
+                  icon: Plotly.Icons.selectbox, attr: "dragmode", val: "select",
+                  click: function (gd) { Plotly.relayout(gd, {dragmode: "select"}); }};
+    return Object.assign({modeBarButtonsToAdd: [select]}, PLOT_CONFIG);
+  }
+
   function drawFigures() {
     var node = document.getElementById("figures-data");
     if (!node || typeof Plotly === "undefined") { return; }
@@ -291,7 +305,7 @@
       body.appendChild(el("p", "small", "No data for this device."));
     }
     var draws = pending.map(function (p) {
-      return Plotly.newPlot(p[0], p[1].data, p[1].layout, PLOT_CONFIG)
+      return Plotly.newPlot(p[0], p[1].data, p[1].layout, plotConfig(p[1]))
         .then(function () { p[0].dataset.rendered = "1"; });
     });
     return Promise.all(draws).then(function () {

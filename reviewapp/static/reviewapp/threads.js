@@ -5,7 +5,8 @@
      page's addresses: device (dev), stage, section.
    - A thread's anchor link (and ?anchor=<thread id> in the address) brings the anchor back:
      selects the device and stage, loads the section, scrolls to it and highlights the chart
-     row (hovering the bucket) or the metric row.
+     row (hovering the bucket; a time-window anchor is drawn as a shaded band x0..x1 on its
+     panel) or the metric row.
    - Patch page: each diff line gets a 💬 button anchoring the form on that line.
    Nothing here builds HTML from text: every label is set with textContent. */
 (function () {
@@ -197,9 +198,41 @@
           var i = (trace.x || []).map(String).indexOf(String(anchor.bucket));
           if (i >= 0) { try { Plotly.Fx.hover(plot, [{curveNumber: 0, pointNumber: i}]); } catch (e) { /* hover is a nicety */ } }
         }
+        if (target) { highlight(target); }
+        if (plot && anchor.x0 !== undefined && anchor.x1 !== undefined) {
+          return shadeWindow(plot, Number(anchor.x0), Number(anchor.x1)).then(function () { return true; });
+        }
+        return !!target;
       }
       if (target) { highlight(target); }
       return !!target;
+    }).catch(function () { return false; });
+  }
+
+  /* A time-window anchor: the window x0..x1 as a shaded band over the whole height of its
+     panel (a plotly shape, xref x / yref paper), replacing the band an earlier anchor drew. */
+  var ANCHOR_SHAPE = "thread-anchor-window";
+
+  function withoutBand(shapes) {
+    return (shapes || []).filter(function (sh) { return sh.name !== ANCHOR_SHAPE; });
+  }
+
+  function shadeWindow(plot, x0, x1) {
+    if (!window.Plotly || !isFinite(x0) || !isFinite(x1)) { return Promise.resolve(false); }
+    $all(".plot[data-anchor-window]").forEach(function (p) {
+      if (p === plot) { return; }
+      delete p.dataset.anchorWindow;
+      Plotly.relayout(p, {shapes: withoutBand((p.layout || {}).shapes)});
+    });
+    var band = {type: "rect", name: ANCHOR_SHAPE, xref: "x", yref: "paper",
+                x0: Math.min(x0, x1), x1: Math.max(x0, x1), y0: 0, y1: 1, layer: "below",
+                fillcolor: "rgba(255, 191, 0, 0.28)",
+                line: {color: "rgba(230, 140, 0, 0.9)", width: 1, dash: "dot"}};
+    return waitFor(function () { return plot.dataset.rendered === "1"; }, 20000).then(function () {
+      return Plotly.relayout(plot, {shapes: withoutBand((plot.layout || {}).shapes).concat([band])});
+    }).then(function () {
+      plot.dataset.anchorWindow = band.x0 + "," + band.x1;
+      return true;
     }).catch(function () { return false; });
   }
 

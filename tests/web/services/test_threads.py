@@ -71,6 +71,13 @@ def test_chart_anchor_bucket_or_window_validated(comparison, user):
                       anchor={"section": "throughput", "dev": "8,16", "x0": 1.5, "x1": 2},
                       body="this window")
     assert "window 1.5..2" in w.anchor_label
+    # its link zooms around the window (half its width either side, not below 0); the page
+    # shades x0..x1 itself (tests/e2e/test_browser_threads.py)
+    from reviewapp.templatetags.collab_extras import anchor_href
+
+    assert anchor_href(w).endswith("section=throughput&x=1.25,2.25")
+    w.anchor = {**w.anchor, "x0": 0.1, "x1": 0.5}
+    assert anchor_href(w).endswith("&x=0,0.7")
     for bad, why in [({"section": "seek", "dev": "8,16"}, "bucket or a window"),
                      ({"section": "nope", "dev": "8,16", "bucket": "1"}, "unknown section"),
                      ({"section": "seek", "dev": "<b>", "bucket": "1"}, "characters"),
