@@ -239,3 +239,32 @@ def test_time_window_thread_draws_a_shaded_window(seed_comparison, live_server, 
     lo, hi = got["range"]
     assert lo <= x0 and hi >= x1 and (hi - lo) > (x1 - x0)  # the window in its context
     assert not page.dialogs
+
+
+def test_upload_form_offers_the_fixed_commits_runs_for_a_chosen_mail(
+        seed_comparison, live_server, user, password, page):
+    """Choosing a patch mail whose Fixes: names a known commit shows that commit's comparisons
+    as baseline choices (upload.js asks /upload/fixes.json); the payload is rendered as text."""
+    from reviewapp.models import Patch
+    from reviewapp.services.comparisons import comparison_create
+
+    fixed = Patch.objects.create(
+        title="When stacked block devices are in-use (e.g. md or dm), the recursive calls",
+        commit="d89d87965dcb" + "0" * 28, submitted_by=user)
+    cmp = comparison_create(patch=fixed, baseline=list(seed_comparison.baseline_bundles.all()),
+                            patched=list(seed_comparison.patched_bundles.all()), user=user)
+    origin = live_server.url
+    login(page, origin, user, password, "/upload/")
+    assert page.locator("#fix-offers").count() == 0
+    page.set_input_files("#id_mbox", str(DATA / "mbox" / "seed000_split_to_head.mbox"))
+    page.wait_for_selector("#fix-offers-slot[data-loaded='1'] #fix-offers")
+    offer = page.locator("#fix-offers")
+    assert offer.locator(".fix-match").get_attribute("data-match") == "sha"
+    assert "Fixes: d89d87965dcb" in offer.inner_text()
+    radio = offer.locator(f"input[name=baseline_from][value='{cmp.pk}']")
+    assert radio.count() == 1 and not radio.is_checked()
+    assert offer.locator("input[name=baseline_from][value='']").is_checked()
+    radio.check()
+    assert page.locator("#upload-form input[name=baseline_from]:checked").get_attribute(
+        "value") == str(cmp.pk)
+    assert not page.dialogs
