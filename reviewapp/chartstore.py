@@ -11,14 +11,18 @@ DELETE when it is replaced) costs the worker far less than a hundred.
 Reading a section is a ranged read of that object (S3: one ranged GET; local: a seek). Payloads
 up to ``BLKREVIEW_CHART_CACHE_MAX_BYTES`` are kept in the Django cache (Redis in production) under
 the object's name and offset: names are never reused (a new step writes a new object), so a
-cached payload is never stale and needs no invalidation. Larger ones are streamed to the client
+cached payload is never stale and needs no invalidation; each web process also keeps the
+payloads it served last (``BLKREVIEW_CHART_MEMORY_CACHE_MB``, least recently used out first),
+so a section asked for again costs no round trip at all. Larger ones are streamed to the client
 chunk by chunk (:func:`chunks`), never held whole in the web process.
 """
 
 from __future__ import annotations
 
 import tempfile
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -76,8 +80,42 @@ def cacheable(ref: ChartRef) -> bool:
     return ref.nbytes <= int(settings.BLKREVIEW_CHART_CACHE_MAX_BYTES)
 
 
+class _Recent:
+    """This process's most recently served payloads, up to a byte budget (least recently used
+    out first). Payloads never change under a name, so nothing here is ever stale; it saves
+    the shared cache's round trip for the sections a page asks for again and again."""
+
+    def __init__(self) -> None:
+        self.items: OrderedDict[str, bytes] = OrderedDict()
+        self.nbytes = 0
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> bytes | None:
+        with self.lock:
+            data = self.items.get(key)
+            if data is not None:
+                self.items.move_to_end(key)
+            return data
+
+    def put(self, key: str, data: bytes, budget: int) -> None:
+        if len(data) > budget:
+            return
+        with self.lock:
+            if key in self.items:
+                return
+            self.items[key] = data
+            self.nbytes += len(data)
+            while self.nbytes > budget and self.items:
+                _, old = self.items.popitem(last=False)
+                self.nbytes -= len(old)
+
+
+_recent = _Recent()
+
+
 def read(ref: ChartRef) -> bytes:
-    """The payload's bytes, from the cache when small enough, else from storage.
+    """The payload's bytes: from this process's recent payloads, else the shared cache, else
+    storage (then remembered in both when small enough).
 
     Raises:
         FileNotFoundError: the object is gone from storage (deleted by hand, a lost bucket).
@@ -85,11 +123,17 @@ def read(ref: ChartRef) -> bytes:
     if not cacheable(ref):
         return storage.read_range(ref.name, ref.offset, ref.nbytes)
     key = _cache_key(ref)
+    budget = int(settings.BLKREVIEW_CHART_MEMORY_CACHE_BYTES)
+    data = _recent.get(key)
+    if data is not None:
+        return data
     data = cache.get(key)
     if data is None:
         data = storage.read_range(ref.name, ref.offset, ref.nbytes)
         cache.set(key, data, CACHE_SECONDS)
-    return bytes(data)
+    data = bytes(data)
+    _recent.put(key, data, budget)
+    return data
 
 
 def chunks(ref: ChartRef) -> Iterator[bytes]:

@@ -18,7 +18,7 @@ tables in an S3-compatible bucket, see reviewapp/storage_config.py), BLKREVIEW_M
 BLKREVIEW_NOTIFY_QUEUE, LOG_FORMAT (json: JSON-lines logs), BLKREVIEW_METRICS_TOKEN,
 BLKREVIEW_WORKER_METRICS_PORT (reviewapp/metrics.py), BLKREVIEW_TASK_TIME_LIMIT,
 BLKREVIEW_CHECK_* (check verdict thresholds, see BLKREVIEW_CHECK_THRESHOLDS), BLKREVIEW_CACHE_URL,
-BLKREVIEW_CHART_CACHE_MAX_KB (chart payloads cached up to this size, reviewapp/chartstore.py),
+BLKREVIEW_CHART_CACHE_MAX_KB, BLKREVIEW_CHART_MEMORY_CACHE_MB (chart payload caches, reviewapp/chartstore.py),
 BLKREVIEW_THROTTLE_*, BLKREVIEW_LOGIN_*, BLKREVIEW_QUOTA_*, BLKREVIEW_NUM_PROXIES (floods),
 BLKREVIEW_HEARTBEAT_SECONDS, BLKREVIEW_STALE_AFTER_SECONDS, BLKREVIEW_SWEEP_SECONDS,
 BLKREVIEW_RESEND_AFTER_SECONDS, BLKREVIEW_MAX_ATTEMPTS, BLKREVIEW_VISIBILITY_TIMEOUT,
@@ -424,6 +424,9 @@ else:
 #: their first read from storage; larger ones are streamed from storage on every request.
 BLKREVIEW_CHART_CACHE_MAX_BYTES = int(float(os.environ.get("BLKREVIEW_CHART_CACHE_MAX_KB",
                                                            "2048")) * 1024)
+#: ... and each web process keeps the payloads it served last, up to this many bytes
+BLKREVIEW_CHART_MEMORY_CACHE_BYTES = int(float(os.environ.get("BLKREVIEW_CHART_MEMORY_CACHE_MB",
+                                                              "32")) * 1024 * 1024)
 
 # --- floods: API throttles, login limits, upload quotas (issue 10 item 11) ---------------------
 # Rates are "N/second|minute|hour|day" (DRF's syntax); "0" or "off" disables one. The defaults

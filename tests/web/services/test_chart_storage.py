@@ -274,3 +274,17 @@ def storage_read(ref: chartstore.ChartRef) -> bytes:
     from reviewapp import storage
 
     return storage.read_range(ref.name, ref.offset, ref.nbytes)
+
+
+def test_each_process_keeps_its_last_payloads_within_a_byte_budget():
+    """The per-process layer: least recently used out first, never past its budget, and a
+    payload larger than the budget is not kept at all."""
+    recent = chartstore._Recent()
+    recent.put("a", b"x" * 40, budget=100)
+    recent.put("b", b"y" * 40, budget=100)
+    assert recent.get("a") == b"x" * 40  # a is now the most recent
+    recent.put("c", b"z" * 40, budget=100)  # 120 > 100: b (least recent) goes
+    assert recent.get("b") is None and recent.get("a") and recent.get("c")
+    assert recent.nbytes == 80
+    recent.put("huge", b"h" * 101, budget=100)
+    assert recent.get("huge") is None and recent.nbytes == 80
