@@ -125,19 +125,22 @@ def sweep_steps(report: SweepReport) -> None:
         with transaction.atomic():
             result = (ComparisonResult.objects.select_for_update(skip_locked=True)
                       .filter(pk=result_id, state=c.JOB_STATE_RUNNING)
-                      .only("pk", "state", "heartbeat", "started", "attempts").first())
+                      .only("pk", "state", "heartbeat", "started", "attempts",
+                            "pending_charts_name").first())
             if result is None or not is_stale(result.heartbeat, result.started):
                 continue
+            # the lost attempt's chart object, if it began writing one, is never current
+            delete_file_on_commit(result.pending_charts_name)
             if result.attempts >= settings.BLKREVIEW_MAX_ATTEMPTS:
                 ComparisonResult.objects.filter(pk=result.pk).update(
                     state=c.JOB_STATE_FAILED, error=lost_attempts_error(result.attempts),
-                    message="failed", finished=now)
+                    message="failed", finished=now, pending_charts_name="")
                 report.failed_steps.append(result.pk)
                 continue
             task_id = uuid.uuid4().hex
             ComparisonResult.objects.filter(pk=result.pk).update(
                 state=c.JOB_STATE_QUEUED, progress=0, message=REQUEUED_MESSAGE,
-                celery_task_id=task_id, sent=None)
+                celery_task_id=task_id, sent=None, pending_charts_name="")
             transaction.on_commit(lambda rid=result.pk, tid=task_id: result_svc._send(rid, tid))
             report.requeued_steps.append(result.pk)
             log.warning("comparison result %s: no heartbeat (attempt %s); queued again",

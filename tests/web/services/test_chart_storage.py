@@ -288,3 +288,28 @@ def test_each_process_keeps_its_last_payloads_within_a_byte_budget():
     assert recent.nbytes == 80
     recent.put("huge", b"h" * 101, budget=100)
     assert recent.get("huge") is None and recent.nbytes == 80
+
+
+@pytest.mark.parametrize("attempts", [1, 99])
+def test_the_sweeper_deletes_a_lost_attempts_chart_object(user, settings, attempts,
+                                                          django_capture_on_commit_callbacks):
+    """A step whose worker was lost mid-write: requeued (few attempts) or failed (too many),
+    its pending object goes either way, so no row keeps an orphan referenced forever."""
+    from reviewapp.services.sweeper import SweepReport, sweep_steps
+
+    cmp = comparison(user)
+    result = ComparisonResult.objects.get(comparison=cmp)
+    name, _ = chartstore.write_blob(chartstore.new_name(cmp.pk), charts("lost"))
+    ComparisonResult.objects.filter(pk=result.pk).update(
+        pending_charts_name=name, attempts=attempts,
+        heartbeat=timezone.now() - timedelta(seconds=settings.BLKREVIEW_STALE_AFTER_SECONDS + 5))
+    from tests.conftest import _purge_queue
+
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            sweep_steps(SweepReport())
+    finally:  # the requeued step's message (this run's own queue)
+        _purge_queue(settings.CELERY_BROKER_URL, settings.BLKREVIEW_REPLAY_QUEUE)
+    after = ComparisonResult.objects.get(pk=result.pk)
+    assert after.pending_charts_name == "" and not default_storage.exists(name)
+    assert after.state == (c.JOB_STATE_FAILED if attempts == 99 else c.JOB_STATE_QUEUED)
