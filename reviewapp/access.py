@@ -10,7 +10,9 @@ field directly. The rules:
   users and groups it is shared with, and (a patch) whoever can read a comparison of it.
   Changeable by the submitter, staff and write grants. A grant on a series reaches its
   patches at the same level (read, or read and change); the comparisons of those patches are
-  shared on their own.
+  shared on their own. **Maintainers** (members of ``settings.BLKREVIEW_MAINTAINERS_GROUP``,
+  as Patchwork's project maintainers) may also set the review state of any patch they can
+  read, and change nothing else of it.
 * **TraceBundle / BundleResult / AnalysisJob** - readable by the bundle's uploader, staff, and
   whoever can read a comparison that contains the bundle. A job or result is readable when its
   bundle is.
@@ -231,6 +233,29 @@ def can_change_patch(user: Any, patch: Patch) -> bool:
     # a write grant on its series reaches the patch
     return patch.series_id is not None and grants_of(user, Series, write=True).filter(
         object_id=patch.series_id).exists()
+
+
+def is_maintainer(user: Any) -> bool:
+    """A member of ``settings.BLKREVIEW_MAINTAINERS_GROUP`` (Patchwork's maintainer role)."""
+    from django.conf import settings
+
+    group = getattr(settings, "BLKREVIEW_MAINTAINERS_GROUP", "")
+    return bool(group) and is_user(user) and user.groups.filter(name=group).exists()
+
+
+def can_set_patch_state(user: Any, patch: Patch) -> bool:
+    """Whoever may change the patch, and maintainers for any patch they can read."""
+    return can_change_patch(user, patch) or (is_maintainer(user) and can_read_patch(user, patch))
+
+
+def patch_for_state_setter(*, pk: Any, user: Any) -> Patch:
+    """The patch ``pk`` if ``user`` may set its state; Http404 if unreadable,
+    PermissionDenied (403) if readable only."""
+    patch = patch_for_reader(pk=pk, user=user)
+    if not can_set_patch_state(user, patch):
+        raise PermissionDenied("only the patch's submitter, the users it is shared with for "
+                               "changes and maintainers may change its state")
+    return patch
 
 
 def patch_for_reader(*, pk: Any, user: Any) -> Patch:

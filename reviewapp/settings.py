@@ -528,6 +528,10 @@ if _visibility not in ("public", "private"):
     raise ImproperlyConfigured(
         f"BLKREVIEW_DEFAULT_VISIBILITY={_visibility!r}: expected public or private")
 BLKREVIEW_DEFAULT_PUBLIC = _visibility == "public"
+#: Maintainers (Patchwork's project maintainers): members of this Django group may change the
+#: review state of any patch they can read, besides its submitter and write grants
+#: (reviewapp.access.can_set_patch_state). Empty: no such role.
+BLKREVIEW_MAINTAINERS_GROUP = os.environ.get("BLKREVIEW_MAINTAINERS_GROUP", "maintainers").strip()
 # (the notification mail and webhook tasks go to BLKREVIEW_NOTIFY_QUEUE, with the other queues)
 #: Webhook deliveries: attempts before giving up, first retry delay (doubles each time), timeout.
 BLKREVIEW_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("BLKREVIEW_WEBHOOK_MAX_ATTEMPTS", "5"))

@@ -352,11 +352,12 @@ class PatchDetailApi(APIView):
                               401: ErrorSerializer, 403: ErrorSerializer,
                               404: ErrorSerializer})
     def patch(self, request: Request, version: str, pk: int) -> Response:
-        """Change the review state (the patch's submitter, write grants, staff)."""
-        from reviewapp.access import patch_for_writer
+        """Change the review state (the patch's submitter, write grants, staff, and members
+        of the maintainers group, settings.BLKREVIEW_MAINTAINERS_GROUP)."""
+        from reviewapp.access import patch_for_state_setter
         from reviewapp.services.checks import patch_state_set
 
-        patch = patch_for_writer(pk=pk, user=request.user)  # access before input (404/403)
+        patch = patch_for_state_setter(pk=pk, user=request.user)  # access before input
         ser = PatchStateInput(data=request.data)
         ser.is_valid(raise_exception=True)
         patch_state_set(patch=patch, user=request.user, state=ser.validated_data["state"])

@@ -35,12 +35,13 @@ def check_create(*, patch: Patch, user: Any, context: str, state: str, descripti
 
 
 def patch_state_set(*, patch: Patch, user: Any, state: str) -> Patch:
-    """Set a patch's review state (Patchwork's names); who may change the patch may."""
-    from reviewapp.access import can_change_patch
+    """Set a patch's review state (Patchwork's names): who may change the patch may, and
+    maintainers (reviewapp.access.can_set_patch_state)."""
+    from reviewapp.access import can_set_patch_state
 
-    if not can_change_patch(user, patch):
+    if not can_set_patch_state(user, patch):
         raise NotAllowed("only the patch's submitter (or whom they share it with for changes) "
-                         "can change its state")
+                         "and maintainers can change its state")
     if state not in dict(c.PATCH_STATES):
         raise UploadRejected(f"state: one of {', '.join(dict(c.PATCH_STATES))}", field="state")
     if state == patch.state:

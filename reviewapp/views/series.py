@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from reviewapp import constants as c
-from reviewapp.access import can_change_patch, can_change_series
+from reviewapp.access import can_change_series, can_set_patch_state
 from reviewapp.diffview import diff_lines
 from reviewapp.models import Event, Series, Verdict
 from reviewapp.selectors import (
@@ -190,7 +190,7 @@ def patch_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "verdicts": list(patch.verdicts.select_related("user")),
         "timeline": patch_timeline(patch, comparisons),
         "states": c.PATCH_STATES,
-        "can_change_patch": can_change_patch(request.user, patch),
+        "can_set_state": can_set_patch_state(request.user, patch),
         "verdict_form": VerdictForm(),
         "sharing": sharing_context(patch, request.user),
     })
@@ -292,11 +292,11 @@ def series_trailers(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def patch_state(request: HttpRequest, pk: int) -> HttpResponse:
-    """Change the patch's review state (submitter, write grants, staff)."""
-    from reviewapp.access import patch_for_writer
+    """Change the patch's review state (submitter, write grants, staff, maintainers)."""
+    from reviewapp.access import patch_for_state_setter
     from reviewapp.services.checks import patch_state_set
 
-    patch = patch_for_writer(pk=pk, user=request.user)  # 404 unreadable, 403 read-only
+    patch = patch_for_state_setter(pk=pk, user=request.user)  # 404 unreadable, 403 read-only
     try:
         patch_state_set(patch=patch, user=request.user, state=request.POST.get("state", ""))
         messages.success(request, f"State: {patch.get_state_display()}.")
