@@ -45,6 +45,7 @@ from workers.model.jobs import (
 )
 from workers.model.limits import QueueLimits
 from workers.model.policy import Policy
+from workers.model.sbitmap import RFC_REWAKE_LIMIT
 from workers.model.server import _kernel_args
 from workers.model.split import OP_READ, OP_WRITE, split_bio
 
@@ -166,6 +167,7 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
         cfg[15], cfg[16]
     expire_ns, fifo_batch, emit, mod_l, iodepth = cfg[17], cfg[18], cfg[19], cfg[20], cfg[21]
     wcache = cfg[22]
+    rewake_limit = cfg[23]  # sbitmap.RFC_REWAKE_LIMIT, passed so numba's cache never freezes it
     w_iface, w_oh = wc_f[0], wc_f[1]
     # --- write-back cache (see _simulate_python's admit)
     adm = np.zeros(queue_depth + 1, np.int64)
@@ -518,9 +520,14 @@ def _jobs_kernel(cfg: npt.NDArray[np.int64], region_start: npt.NDArray[np.int64]
                                 break
                         wake_index = idx
                 elif pre == 1:
-                    idx = wake_index
-                    wait_cnt[idx] -= 1
-                    if wait_cnt[idx] <= 0:
+                    # The RFC's __sbq_wake_up returns true after a wake-up and
+                    # sbitmap_queue_wake_up loops on it: the same completion also counts on
+                    # the next queue (TagQueue._wake_per_queue; at most RFC_REWAKE_LIMIT calls).
+                    for _call in range(rewake_limit):
+                        idx = wake_index
+                        wait_cnt[idx] -= 1
+                        if wait_cnt[idx] > 0:
+                            break
                         best = -1
                         best_n = 0
                         for i in range(nq):
@@ -811,7 +818,7 @@ def _simulate_numba(jobs: FioJobs, *, limits: QueueLimits,
         int(elevator), limits.queue_depth, depth, tags.wake_batch,
         1 if wake == "global" else 0, 1 if pre == "waiters_first" else 0,
         DD_WRITE_EXPIRE_NS if jobs.is_write else DD_READ_EXPIRE_NS, DD_FIFO_BATCH,
-        int(emit_events), mod_l, jobs.iodepth, wcache,
+        int(emit_events), mod_l, jobs.iodepth, wcache, RFC_REWAKE_LIMIT,
     ], dtype=np.int64)
     kind, p, par, excl = _kernel_args(model)
     ev, out, max_ws = _jobs_kernel(cfg, starts, spans, slot_of_mod, p_off, p_len, p_need, p_n,

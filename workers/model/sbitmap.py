@@ -30,7 +30,11 @@ Two policy switches (kernel-model.md section 4 and 7):
     waiter records how many tags its bio still needs and a wake-up wakes only as many threads
     as cover ``wake_batch`` tags (``get_wake_nr``: patches 7 and 8), and with ``per_queue``
     the next queue to wake is the one with the most waiters (``sbq_update_wake_index``:
-    patches 1-3).
+    patches 1-3). The rewritten ``__sbq_wake_up`` returns true after waking, so v5.18's
+    ``sbitmap_queue_wake_up`` loop counts the same completion again on the next queue: a
+    wake-up every ``wake_batch - 1`` completions for ``wake_batch`` tags of need, which splits
+    the last piece off most 1M writes (:meth:`TagQueue._wake_per_queue`; the seed's patched
+    column's decline).
 
 Simplifications (documented in docs/model-timing.md): tags are a free list, not bit words
 (which tag number a request gets does not change timing); the races the seed's patches 2-3
@@ -48,6 +52,13 @@ from workers.errors import ModelConfigError
 SBQ_WAIT_QUEUES = 8
 #: SBQ_WAKE_BATCH.
 SBQ_WAKE_BATCH = 8
+
+#: Bound on ``sbitmap_queue_wake_up``'s ``while (__sbq_wake_up(sbq))`` loop per completion.
+#: With the RFC's rewrite and ``wake_batch`` 1 (a map under 16 tags) every call wakes and
+#: returns true while woken threads still count in ``ws_active``: the kernel would spin; the
+#: model stops after one call per wait queue. With ``wake_batch`` >= 2 the loop ends after
+#: the second call (the next queue's ``wait_cnt`` goes from wake_batch to wake_batch - 1).
+RFC_REWAKE_LIMIT = SBQ_WAIT_QUEUES
 
 WAKEUPS = ("per_queue", "global")
 PREEMPTS = ("always", "waiters_first")
@@ -256,7 +267,12 @@ class TagQueue:
             self._wake_global(nr, woken)
         else:
             for _ in range(nr):
-                self._wake_per_queue(woken)
+                # sbitmap_queue_wake_up (<= 6.0): ``while (__sbq_wake_up(sbq)) ;``. The RFC's
+                # rewrite returns true after a wake-up, so the same completion is counted again
+                # on the next queue (see _wake_per_queue); bounded here, see RFC_REWAKE_LIMIT.
+                for _ in range(RFC_REWAKE_LIMIT):
+                    if not self._wake_per_queue(woken):
+                        break
         self.stats.wakeups += len(woken)
         return woken
 
@@ -326,22 +342,36 @@ class TagQueue:
                     break
             self.wake_index = idx
 
-    def _wake_per_queue(self, woken: list[int]) -> None:
-        """``__sbq_wake_up`` (<= 6.1), or the seed003 rewrite of it (patches 3, 5, 8)."""
+    def _wake_per_queue(self, woken: list[int]) -> bool:
+        """``__sbq_wake_up`` (<= 6.1), or the seed003 rewrite of it (patches 3, 5, 8).
+
+        Returns what ``__sbq_wake_up`` returns: whether ``sbitmap_queue_wake_up`` calls it
+        again. v5.18 returns true only when it lost the ``atomic_cmpxchg`` race on
+        ``wait_cnt`` (never here: the model is sequential), false after its wake-up.
+
+        The RFC's patch 3 ends with ``wake_up_nr(...); return true;``: after every wake-up
+        the caller's loop runs ``__sbq_wake_up`` again for the *same* completion, which
+        decrements ``wait_cnt`` of the queue ``sbq_update_wake_index`` just chose (8 -> 7).
+        So, once threads wait, a wake-up comes every ``wake_batch - 1`` completions, while
+        ``get_wake_nr`` (patch 8) wakes only the threads that cover ``wake_batch`` tags: a
+        woken thread that needs all 8 tags of its 1M write finds 7 free, queues its last
+        piece behind every other sleeper (``bt_wait_ptr``) and the write reaches the disk in
+        two parts. Nothing is fitted: it follows from the posted code with wake_batch 8.
+        """
         if not self.ws_active:
-            return
+            return False
         if self.preempt == "waiters_first":
             idx = self.wake_index
             ws = self.ws[idx]
             ws.wait_cnt -= 1
             if ws.wait_cnt > 0:
-                return
+                return False
             self._update_wake_index(idx)
             ws.wait_cnt = self.wake_batch
             self.force_preemption = self.free >= 2 * self.wake_batch
             if ws.waiters:
                 self._wake_queue(ws, self._wake_nr(ws, self.wake_batch), woken)
-            return
+            return True
         # sbq_wake_ptr: first queue with waiters from wake_index; it becomes wake_index.
         idx = self.wake_index
         for _ in range(SBQ_WAIT_QUEUES):
@@ -349,7 +379,7 @@ class TagQueue:
                 break
             idx = (idx + 1) % SBQ_WAIT_QUEUES
         else:
-            return
+            return False
         self.wake_index = idx
         ws = self.ws[idx]
         ws.wait_cnt -= 1
@@ -357,6 +387,7 @@ class TagQueue:
             ws.wait_cnt = self.wake_batch
             self.wake_index = (idx + 1) % SBQ_WAIT_QUEUES
             self._wake_queue(ws, self.wake_batch, woken)
+        return False
 
     def _update_wake_index(self, old: int) -> None:
         """``sbq_update_wake_index`` (seed003 patch 3): the other queue with most waiters."""

@@ -165,6 +165,57 @@ def test_seed003_wake_index_moves_to_the_fullest_queue() -> None:
     assert q.wake_index == 5
 
 
+def test_seed003_rfc_wakes_every_wake_batch_minus_one_completions() -> None:
+    """Known answer for the RFC's ``__sbq_wake_up`` returning true after a wake-up (patch 3).
+
+    v5.18's ``sbitmap_queue_wake_up`` is ``while (__sbq_wake_up(sbq)) ;``, so the completion
+    that woke a queue is counted once more on the queue ``sbq_update_wake_index`` picked next
+    (8 -> 7). With 8 waiters per queue each needing a whole 1M write (8 tags), wake-ups come at
+    completions 8, 15, 22, 29, 36 and wake one thread each (``get_wake_nr``): 8 tags wanted
+    for every 7 freed. The v5.18 policy wakes 8 threads at 8, 16, 24, 32, 40.
+    """
+    q = TagQueue(64, preempt="waiters_first", wakeup="per_queue")
+    assert q.wake_batch == 8
+    tags = _full(q)
+    for thread in range(64):
+        q.prepare_to_wait(thread, nr_tags=8)  # bt_wait_ptr: round robin, 8 per queue
+    wakes = [(i, woken) for i, t in enumerate(tags[:36], start=1) if (woken := q.put(t))]
+    assert [i for i, _ in wakes] == [8, 15, 22, 29, 36]
+    assert all(len(woken) == 1 for _, woken in wakes)
+    assert q.ws[q.wake_index].wait_cnt == 7  # the next queue already counted the 36th
+
+    old = TagQueue(64, preempt="always", wakeup="per_queue")
+    tags = _full(old)
+    for thread in range(64):
+        old.prepare_to_wait(thread, nr_tags=8)
+    wakes = [(i, woken) for i, t in enumerate(tags[:40], start=1) if (woken := old.put(t))]
+    assert [i for i, _ in wakes] == [8, 16, 24, 32, 40]
+    assert all(len(woken) == 8 for _, woken in wakes)
+
+
+def test_seed003_rfc_woken_writer_finds_one_tag_short() -> None:
+    """What the 7-for-8 wake-up does to a 1M write: 7 pieces go, the 8th sleeps at the tail.
+
+    The woken thread takes every free tag (its pieces after the first carry REQ_PREEMPT,
+    patch 6); the last one finds none and waits again with ``nr_tags`` 1 behind every other
+    sleeper, which is what scatters the patched kernel's writes at 128-512 jobs.
+    """
+    q = TagQueue(64, preempt="waiters_first", wakeup="per_queue")
+    tags = _full(q)
+    for thread in range(64):
+        q.prepare_to_wait(thread, nr_tags=8)
+    for t in tags[:8]:
+        q.put(t)  # first wake-up: thread 0, 8 tags free
+    q.finish_wait(0)
+    assert [q.get(preemption=True) for _ in range(8)].count(None) == 0
+    woken = [w for t in tags[8:15] for w in q.put(t)]
+    assert len(woken) == 1 and q.free == 7
+    q.finish_wait(woken[0])
+    got = [q.get(preemption=True) for _ in range(8)]
+    assert got.count(None) == 1 and got[-1] is None
+    assert q.prepare_to_wait(woken[0], nr_tags=1) >= 0 and q.ws_active == 63
+
+
 def test_bad_policy_values_raise_typed_errors() -> None:
     """Unknown wakeup / preempt names and a zero depth are ModelConfigError."""
     with pytest.raises(ModelConfigError):
