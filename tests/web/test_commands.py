@@ -56,6 +56,10 @@ def test_load_demo_creates_user_and_analyzed_comparisons():
     [offer] = fixes_offers(fixing, v3.submitted_by)
     assert offer["match"] == "sha" and [x.status for x in offer["comparisons"]] == ["ready"]
     assert [g.user.username for g in grants_on(v3)] == ["reviewer"]
+    from reviewapp.access import can_set_patch_state
+
+    reviewer = grants_on(v3).get().user
+    assert can_set_patch_state(reviewer, Series.objects.get(version=1).patches.first())
     from django.test import Client
 
     html = Client().get(f"/series/{v3.pk}/").content.decode()

@@ -16,7 +16,8 @@
    change the order), v2 and v3 use the patched lines, so the series page shows v2 fixing the
    backward seeks. A second demo user ``reviewer`` adds threads (a metric row, a diff line),
    a Tested-by and a Reviewed-by, a thread on a time window of v2's throughput chart, and a CI
-   check per version (context ``ci-md-raid5``); v3 is shared with ``reviewer`` (Share panel).
+   check per version (context ``ci-md-raid5``); v3 is shared with ``reviewer`` (Share panel),
+   who is also a maintainer (sets any patch's review state).
    The patch its ``Fixes:`` tag names is there too (commit d89d87965dcb, illustration only)
    with a comparison, so the upload form for the series' patch 2 offers its runs as baseline.
 
@@ -189,6 +190,12 @@ class Command(BaseCommand):
         # the Share panel of v3 shows a grant (the series is public; a private one would be
         # readable by the reviewer through it, its patches too)
         grant_set(obj=versions[-1], by=user, user=reviewer, level=c.GRANT_WRITE)
+        from django.conf import settings
+        from django.contrib.auth.models import Group
+
+        if settings.BLKREVIEW_MAINTAINERS_GROUP:  # reviewer may set any patch's state
+            group, _ = Group.objects.get_or_create(name=settings.BLKREVIEW_MAINTAINERS_GROUP)
+            group.user_set.add(reviewer)
         return versions[-1]
 
     def _window_thread(self, cmp: Any, reviewer: Any) -> None:
