@@ -54,6 +54,10 @@ from prometheus_client.core import GaugeMetricFamily
 
 log = logging.getLogger(__name__)
 
+# multiprocess mode opens a file there for each metric below as it is created
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+
 REQUEST_LATENCY = Histogram(
     "blkreview_http_request_duration_seconds", "HTTP request latency",
     ["method", "route", "status"],
