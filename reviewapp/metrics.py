@@ -16,7 +16,8 @@ Worker (``BLKREVIEW_WORKER_METRICS_PORT``: each worker serves its own ``/metrics
   and events parsed by the analyses.
 
 * ``blkreview_processes{role}``: processes alive that record metrics (``web``: gunicorn
-  workers; ``celery``: Celery prefork pool processes); a dead one leaves the sum at once.
+  workers; ``celery``: processes that run tasks, i.e. prefork pool processes, or a solo worker
+  itself); a dead one leaves the sum at once.
 
 Several processes (gunicorn workers, Celery prefork pool processes) share their numbers through
 prometheus-client's multiprocess mode: set ``PROMETHEUS_MULTIPROC_DIR`` to a directory of this

@@ -622,11 +622,16 @@ def _object_ids(kind: str, object_id: int | None) -> dict[str, Any]:
 
 
 @worker_ready.connect
-def _worker_metrics(**kwargs: Any) -> None:
-    """BLKREVIEW_WORKER_METRICS_PORT: this worker serves its metrics (reviewapp/metrics.py)."""
+def _worker_metrics(sender: Any = None, **kwargs: Any) -> None:
+    """BLKREVIEW_WORKER_METRICS_PORT: this worker serves its metrics (reviewapp/metrics.py).
+    A worker whose tasks run in its own process (``--pool=solo`` or threads, not prefork)
+    counts itself in ``blkreview_processes{role="celery"}``."""
     from reviewapp import metrics
 
     metrics.start_worker_server()
+    pool = getattr(sender, "pool", None)
+    if pool is not None and not type(pool).__module__.endswith(".prefork"):
+        metrics.process_started("celery")
 
 
 @worker_process_init.connect

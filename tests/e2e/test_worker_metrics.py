@@ -46,3 +46,5 @@ def test_worker_metrics_after_an_analysis(celery_worker, make_upload, waiter,
             (sample(before, "blkreview_events_parsed_total") or 0)) == 30
     assert (sample(after, "blkreview_ingested_bytes_total") -
             (sample(before, "blkreview_ingested_bytes_total") or 0)) == len(data)
+    # the solo pool runs tasks in the worker's own process: it counts itself
+    assert sample(after, "blkreview_processes", role="celery") == 1
