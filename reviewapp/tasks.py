@@ -634,6 +634,16 @@ def _worker_metrics(sender: Any = None, **kwargs: Any) -> None:
         metrics.process_started("celery")
 
 
+@worker_shutdown.connect
+def _worker_exited(**kwargs: Any) -> None:
+    """The worker's main process stops: a solo worker's live gauge leaves the sums."""
+    import os
+
+    from reviewapp import metrics
+
+    metrics.process_exited(os.getpid())
+
+
 @worker_process_init.connect
 def _pool_process_started(**kwargs: Any) -> None:
     """A prefork pool process counts itself in ``blkreview_processes{role="celery"}``."""

@@ -86,3 +86,29 @@ def test_json_logs_carry_the_ids():
     text = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**env, "LOG_FORMAT": "text"}, cwd=ROOT, timeout=60)
     assert "INFO reviewapp.tasks: analysis done" in text.stderr and "{" not in text.stderr
+
+
+def test_multiprocess_live_gauge_leaves_when_the_worker_process_exits(tmp_path):
+    """Multiprocess mode, in a process of its own: a process counted in blkreview_processes
+    writes a live gauge file; Celery's worker_shutdown handler (reviewapp/tasks.py) marks the
+    process dead and the file, and so its share of the sum, is gone."""
+    mp = tmp_path / "prom"
+    code = ("import os, django; django.setup()\n"
+            "from reviewapp import metrics, tasks\n"
+            "metrics.process_started('celery')\n"
+            "f = os.path.join(os.environ['PROMETHEUS_MULTIPROC_DIR'], "
+            "f'gauge_livesum_{os.getpid()}.db')\n"
+            "assert os.path.exists(f)\n"
+            "from prometheus_client import generate_latest\n"
+            "before = generate_latest(metrics.registry()).decode()\n"
+            "assert 'blkreview_processes{role=\"celery\"} 1.0' in before, before\n"
+            "tasks._worker_exited()\n"
+            "assert not os.path.exists(f)\n"
+            "after = generate_latest(metrics.registry()).decode()\n"
+            "assert 'role=\"celery\"' not in after, after\n")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(mp),
+           "DJANGO_SETTINGS_MODULE": "reviewapp.settings", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert mp.is_dir()  # created by reviewapp.metrics when missing
