@@ -219,7 +219,7 @@ def score_capture(path: str | os.PathLike[str], *, mode: str = "auto",
         return CaptureScore(label, "", work, mode, None, error="the manifest names no kernel")
     own = own or kern
     if path.is_dir():
-        manifest = _with_md_sizes(path, manifest)
+        manifest = _with_stripe_cache(path, _with_md_sizes(path, manifest))
     try:
         stack = stack_from_manifest(manifest)
         table = ing.table
@@ -279,6 +279,21 @@ def _with_md_sizes(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     if len(sizes) != len(st.get("members") or ()):
         return manifest
     st["sizes_sectors"] = list(sizes)
+    return {**manifest, "stack": st}
+
+
+def _with_stripe_cache(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """``stripe_cache_size`` of a raid4/5/6 capture from its ``md_params.txt`` when the manifest
+    (bundles made before the lab wrote it) does not say: the stripe cache keeps that many
+    4 KiB rows, and what it holds decides which blocks a write reads."""
+    st = dict(manifest.get("stack") or {})
+    params = path / "md_params.txt"
+    if st.get("stripe_cache_size") or not params.is_file():
+        return manifest
+    mo = re.search(r"^stripe_cache_size\s+(\d+)", params.read_text(errors="replace"), re.M)
+    if not mo:
+        return manifest
+    st["stripe_cache_size"] = int(mo.group(1))
     return {**manifest, "stack": st}
 
 

@@ -133,6 +133,11 @@ def build_manifest(case_dir: Path, *, stack_fields: dict[str, Any], workload: di
         off = md_data_offset(exam.read_text(errors="replace"))
         if off is not None:
             stack["data_offset_sectors"] = off
+    mdp = case_dir / "md_params.txt"
+    if mdp.exists():  # raid4/5/6: how many stripe_heads the stripe cache keeps
+        mo = re.search(r"^stripe_cache_size\s+(\d+)", mdp.read_text(errors="replace"), re.M)
+        if mo:
+            stack["stripe_cache_size"] = int(mo.group(1))
     limits: dict[str, dict[str, Any]] = {}
     ql = case_dir / "queue_limits.txt"
     if ql.exists():

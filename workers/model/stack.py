@@ -107,6 +107,8 @@ class Node:
         sizes: member data sizes in sectors (linear concatenation, raid0 zones).
         limits: sysfs overrides from the manifest (``max_sectors_kb`` ...); they win.
         device: service-model spec for :func:`workers.model.device.device_from_spec`.
+        stripe_cache: raid4/5/6 ``stripe_cache_size`` (``/sys/block/mdX/md/``; md's default
+            NR_STRIPES = 256 stripe_heads), how many 4 KiB rows the stripe cache keeps.
     """
 
     dev: int
@@ -120,6 +122,7 @@ class Node:
     failed: tuple[int, ...] = ()
     limits: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
     device: Any = field(default=None, compare=False, hash=False)
+    stripe_cache: int = 256
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -684,7 +687,8 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
     node = Node(dev=top, name=names.get(top, "md0" if kind != "cache" else "bcache0"),
                 kind=kind, members=members, chunk_sectors=chunk if kind != "raid1" else 0,
                 data_offset=_int(st.get("data_offset_sectors", 0), "data_offset_sectors"),
-                layout=layout, sizes=sizes, failed=tuple(sorted(set(failed))), limits=lim(top))
+                layout=layout, sizes=sizes, failed=tuple(sorted(set(failed))), limits=lim(top),
+                stripe_cache=max(_int(st.get("stripe_cache_size", 256), "stripe_cache_size"), 1))
     return Stack(node, notes)
 
 

@@ -27,14 +27,19 @@ a full-stripe write reads nothing, else read-modify-write (read the blocks being
 the parity) when it needs fewer reads than reconstruct-write (read the data blocks not
 overwritten), ties going to reconstruct-write (``rmw_level`` PARITY_ENABLE_RMW). When the
 reads are back, ``ops_run_io`` writes every written block and the parity, one 4 KiB bio per
-member block (A then Q on the member), which the member's plug and elevator merge. No data is
-cached across stripes (every block is read from disk), degraded arrays are not modelled.
+member block (A then Q on the member), which the member's plug and elevator merge.
+``ops_run_io`` walks the members from the last to the first (``for (i = disks; i--; )``), so
+each stripe's reads and writes enter raid5d's plug in descending member order. A stripe_head
+keeps its pages after its I/O: the stripe cache (:class:`R5Cache`, ``stripe_cache_size`` rows,
+LRU per hash list) remembers which member blocks are up to date, and a later write or degraded
+read of the same row reads only what is not (``handle_stripe_dirtying`` counts only blocks
+that are not ``R5_UPTODATE``; ``fetch_block`` skips them).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -101,12 +106,61 @@ EV_UNIT = 1
 #: STRIPE_SECTORS: one stripe_head covers 4 KiB of every member.
 STRIPE_SECTORS = 8
 
+#: NR_STRIPE_HASH_LOCKS (drivers/md/raid5.h): the stripe cache is split into 8 lists.
+NR_STRIPE_HASH_LOCKS = 8
+
+
+class R5Cache:
+    """The stripe cache of one raid4/5/6 array: which member blocks of a row are up to date.
+
+    ``grow_stripes`` makes ``stripe_cache_size`` stripe_heads and deals them round robin over
+    NR_STRIPE_HASH_LOCKS lists (``grow_one_stripe``: ``hash_lock_index = max_nr_stripes %
+    NR_STRIPE_HASH_LOCKS``); a row's list is ``stripe_hash_locks_hash`` = (sector >> 3) & 7.
+    ``raid5_get_active_stripe`` first looks the row up in the hash (``__find_stripe``: an
+    inactive stripe_head keeps its pages and their ``R5_UPTODATE`` bits), else takes the
+    least recently released stripe_head of that list (``get_free_stripe`` takes the head of
+    ``inactive_list[hash]``, ``release_inactive_stripe_list`` appends at the tail), which
+    forgets what it held (``init_stripe``). Free stripe_heads are used before any is evicted.
+    """
+
+    __slots__ = ("cap", "inactive", "active")
+
+    def __init__(self, size: int) -> None:
+        n = NR_STRIPE_HASH_LOCKS
+        self.cap = [size // n + (1 if h < size % n else 0) for h in range(n)]
+        self.inactive: list[OrderedDict[int, frozenset[int]]] = [OrderedDict() for _ in range(n)]
+        self.active = [0] * n
+
+    @staticmethod
+    def hash_of(msec: int) -> int:
+        return (msec >> 3) & (NR_STRIPE_HASH_LOCKS - 1)
+
+    def get(self, msec: int) -> frozenset[int]:
+        """Activate the row's stripe_head: the member blocks it still holds up to date."""
+        h = self.hash_of(msec)
+        lst = self.inactive[h]
+        up = lst.pop(msec, None)
+        if up is None:
+            up = frozenset()
+            if lst and len(lst) + self.active[h] >= self.cap[h]:
+                lst.popitem(last=False)
+        self.active[h] += 1
+        return up
+
+    def put(self, msec: int, up: frozenset[int]) -> None:
+        """Release the row's stripe_head (its I/O done) to the tail of its inactive list."""
+        h = self.hash_of(msec)
+        self.active[h] = max(self.active[h] - 1, 0)
+        lst = self.inactive[h]
+        lst.pop(msec, None)
+        lst[msec] = up
+
 
 class R5Stripe:
     """A raid5 ``stripe_head``: one 4 KiB row of every member, and who waits for it."""
 
     __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
-                 "remaining", "phase", "pid", "array_sector", "up")
+                 "remaining", "phase", "pid", "array_sector", "up", "uptodate")
 
     def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
@@ -124,6 +178,8 @@ class R5Stripe:
         self.phase = 0  # 0 pending, 1 reading, 2 writing
         self.pid = pid
         self.up: MdPiece | None = None
+        #: member blocks whose page is up to date (from the stripe cache, read, or written)
+        self.uptodate: set[int] = set()
 
 
 class MirrorRead(MdPiece):
@@ -208,6 +264,9 @@ class Engine:
         #: completed (their writes are issued at the next safe point, from raid5d)
         self.r5_pending: dict[tuple[int, int], R5Stripe] = {}
         self.r5_ready: list[R5Stripe] = []
+        self.r5_cache: dict[int, R5Cache] = {
+            dev: R5Cache(node.stripe_cache) for dev, node in self.nodes.items()
+            if node.kind in RAID456}
         self.mirrors: dict[int, MirrorState] = {
             dev: MirrorState(len(node.members)) for dev, node in self.nodes.items()
             if node.kind in ("raid1", "raid10")}
@@ -562,6 +621,7 @@ class Engine:
             sh = self.r5_pending.get(key)
             if sh is None:
                 sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid, qd)
+                sh.uptodate = set(self.r5_cache[node.dev].get(s))
             if write:
                 lo, hi = max(s, msec), min(s + STRIPE_SECTORS, end)
                 mask = ((1 << (hi - lo)) - 1) << (lo - s)
@@ -602,11 +662,18 @@ class Engine:
     def _handle_stripe(self, sh: R5Stripe) -> None:
         """``handle_stripe_dirtying``: full stripe, read-modify-write or reconstruct-write
         (raid6: P and Q are both parity); reads of a degraded array (``fetch_block``).
-        Failed members are neither read nor written; a degraded array always reconstructs."""
+
+        Only blocks that are not up to date count (``uptodate_for_rmw`` / ``R5_UPTODATE``):
+        rmw reads the written blocks and the parity, rcw the data blocks not wholly
+        overwritten; rmw when it reads fewer, ties to rcw (``rmw_level`` PARITY_ENABLE_RMW).
+        Failed members are neither read nor written; a degraded array always reconstructs.
+        The reads go out in ``ops_run_io``'s descending member order.
+        """
         n = len(sh.node.members)
         failed = set(sh.node.failed)
+        up = sh.uptodate
         if not sh.written:  # a degraded read
-            fetch = sorted(sh.wanted - failed)
+            fetch = sorted(sh.wanted - failed - up, reverse=True)
             sh.phase = 3
             for i in fetch:
                 self._stripe_bio(sh, i, OP_READ, RWBS_READ)
@@ -616,15 +683,16 @@ class Engine:
         full = (1 << STRIPE_SECTORS) - 1
         parity = [sh.pd] + ([sh.qd] if sh.qd >= 0 else [])
         data = [i for i in range(n) if i not in parity]
-        rcw = [i for i in data if sh.written.get(i, 0) != full and i not in failed]
-        rmw = sorted(sh.written) + parity
+        rcw = [i for i in data if sh.written.get(i, 0) != full and i not in failed
+               and i not in up]
+        rmw = [i for i in sorted(set(sh.written) | set(parity)) if i not in up]
         if not rcw:
             reads: list[int] = []
         elif len(rmw) < len(rcw) and not failed:
-            reads = sorted(rmw)
+            reads = rmw
         else:
             reads = rcw
-        reads = [i for i in reads if i not in failed]
+        reads = sorted((i for i in reads if i not in failed), reverse=True)
         if not reads:
             self._stripe_writes(sh)
             return
@@ -633,11 +701,12 @@ class Engine:
             self._stripe_bio(sh, i, OP_READ, RWBS_READ)
 
     def _stripe_writes(self, sh: R5Stripe) -> None:
-        """``ops_run_io`` after the parity is computed: written blocks, then the parity."""
+        """``ops_run_io`` after the parity is computed: the written blocks and the parity,
+        from the last member to the first (``for (i = disks; i--; )``)."""
         sh.phase = 2
         rwbs = RWBS_WRITE | RWBS_SYNC
         parity = [sh.pd] + ([sh.qd] if sh.qd >= 0 else [])
-        for i in sorted(sh.written) + parity:
+        for i in sorted(set(sh.written) | set(parity), reverse=True):
             if i not in sh.node.failed:
                 self._stripe_bio(sh, i, OP_WRITE, rwbs)
         if sh.remaining == 0:
@@ -650,6 +719,7 @@ class Engine:
                     F_SYNC if op == OP_WRITE else 0, None, None, 0, 0, sh.pid, fresh=True)
         child.up = sh  # type: ignore[assignment]
         sh.remaining += 1
+        sh.uptodate.add(i)  # read into, or written from, the stripe_head's page
         self.ev(member.dev, sh.pid, ACT_REMAP, rwbs, child.sector, STRIPE_SECTORS,
                 aux=sh.array_sector.get(i, 0), aux2=node.dev)
         self.tick()
@@ -660,6 +730,13 @@ class Engine:
         if sh.phase == 1:
             self.r5_ready.append(sh)
             return
+        failed = sh.node.failed
+        if sh.phase == 3 and failed and \
+                all(i in sh.uptodate for i in range(len(sh.node.members)) if i not in failed):
+            # a degraded row read whole: the failed member's block is computed from the rest
+            # (``ops_run_compute5``) and stays in the page too
+            sh.uptodate.update(failed)
+        self.r5_cache[sh.node.dev].put(sh.msec, frozenset(sh.uptodate))
         for piece in sh.pieces:
             self._put_piece(piece, t)
         for unit in sh.units:

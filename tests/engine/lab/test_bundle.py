@@ -57,6 +57,8 @@ def test_manifest_states_stack_members_offset_and_limits() -> None:
     assert m["stack"]["data_offset_sectors"] == md_data_offset(
         (CASE / "md_examine.txt").read_text()) == 4096
     assert m["limits"]["9,0"]["max_sectors_kb"] == 512
+    # md's /sys/block/md0/md/stripe_cache_size (the model's stripe cache of raid5 writes)
+    assert m["stack"]["stripe_cache_size"] == 256
     assert m["devices"] == {"md0": "9,0", "vda": "254,0", "vdb": "254,16", "vdc": "254,32",
                             "vdd": "254,48"}
     assert m["lab"]["commands"][-1] == "mdadm --zero-superblock /dev/vda /dev/vdb /dev/vdc " \

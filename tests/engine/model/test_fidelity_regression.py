@@ -1,4 +1,4 @@
-"""Regression subset of the lab's fidelity matrix (tests/data/fidelity, a copy of eight cells of
+"""Regression subset of the lab's fidelity matrix (tests/data/fidelity, a copy of nine cells of
 the lab's matrix directory with its index.json): each capture must keep at least the score the
 model reached on it. Calibration cells (used to find mechanisms) and evaluation cells (only
 reported) are checked apart, as ``python -m workers fidelity`` reports them.
@@ -22,6 +22,8 @@ CALIBRATION = {
     "7.2.13+deb14-amd64/r1_d2_ddw1M": 0.986,  # + scattered pages from the top X
     "6.18.15+deb13-amd64/r1_d2_ddw1M": 0.986,  # + a 255-page segment cut at the trace's X
     "6.18.15+deb13-amd64/r0_d2_c64_dd1M": 1.000,  # __submit_bio's per-bio plug
+    # ops_run_io's descending member loop (was 0.730: the cross-member order of each stripe)
+    "6.1.0-57-amd64/r5_d4_c64_ddw192k_full": 0.987,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
