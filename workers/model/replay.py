@@ -40,6 +40,7 @@ from workers.events import (
     ACT_ISSUE,
     ACT_PLUG,
     ACT_QUEUE,
+    ACT_REMAP,
     ACT_SPLIT,
     RWBS_DISCARD,
     RWBS_FLUSH,
@@ -87,8 +88,9 @@ class BioStream:
         bio_pages: for application I/Os (``app_io``): pages one full bio holds
             (:func:`workers.model.build.natural_bio_pages`; 0 = buffer contiguous).
         app_io: rows are application I/Os still to be built into bios under the policy.
-        depth: I/Os (units) a thread may have in flight; 1 = synchronous (dd, psync); 0 =
-            unbounded (trace replay at the recorded times).
+        depth: I/Os (units) a thread may have in flight; 1 = synchronous (dd, psync; a
+            trace whose single thread always waited for its previous I/O, see
+            ``_waits_for_completion``); 0 = unbounded (trace replay at the recorded times).
         comm: command name for the events.
         top_dev: the device the stream was queued on (informational).
     """
@@ -174,10 +176,14 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     if not table.time_known:
         t = np.arange(n, dtype=np.int64) * 1000
     comm = table.comms[int(table.comm[rows[0]])] if len(table.comms) > 1 else "dd"
+    depth = 1 if _waits_for_completion(table, rows, plug, top_dev) else 0
     split_first = _first_split_of(table, rows, top_dev)
     meta: dict[str, Any] = {}
     if split_first is not None:
         meta["split_first"] = split_first
+    mirror = _mirror_read_choices(table, top_dev)
+    if len(mirror[0]):
+        meta["mirror_reads"] = mirror
     mrows = _metadata_write_rows(table, top_dev)
     if len(mrows) and n:
         t0 = int(table.time_ns[rows].min()) if table.time_known else 0
@@ -193,8 +199,56 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
                      nr_sectors=table.nr_sectors[rows].astype(np.int64),
                      rwbs=table.rwbs[rows].astype(np.int64), pid=table.pid[rows].astype(np.int64),
                      plug=plug, seg_bytes=np.zeros(n, np.int64), bio_pages=np.zeros(n, np.int64),
-                     app_io=False, depth=0, comm=comm, top_dev=top_dev,
+                     app_io=False, depth=depth, comm=comm, top_dev=top_dev,
                      meta=meta)
+
+
+def _mirror_read_choices(table: EventTable, top_dev: int) -> npt.NDArray[np.int64]:
+    """(array sector, member dev) of every read the trace shows remapped (A) from the top.
+
+    raid10 ``read_balance`` picks a copy by ``nr_pending`` and ``head_position``, both set
+    when the member's earlier reads *complete* (``raid10_end_read_request`` ->
+    ``update_head_pos``): under TCG a 64k read completes
+    before or after the next chunk's choice by a race the model's clock cannot know. The
+    trace's A event names the copy the kernel chose; the replay takes it
+    (:meth:`workers.model.submit.Engine._read_balance`) and models the rest.
+    """
+    rows = np.flatnonzero((table.action == ACT_REMAP) & (table.aux2 == top_dev)
+                          & ((table.rwbs & RWBS_WRITE) == 0) & (table.nr_sectors > 0))
+    return np.stack([table.aux[rows].astype(np.int64), table.dev[rows].astype(np.int64)])
+
+
+def _waits_for_completion(table: EventTable, rows: npt.NDArray[np.intp],
+                          plug: npt.NDArray[np.int64], top_dev: int) -> bool:
+    """The trace shows one synchronous submitter: every plug unit after the first was queued
+    only when everything queued before it had completed on the top device (C).
+
+    dd with ``iflag/oflag=direct`` and fio's psync wait in ``blkdev_direct_IO`` /
+    ``__blkdev_direct_IO_simple`` for each I/O before the next ``read``/``write`` is issued.
+    The replay then starts a unit when the model's completion of the previous one says so
+    (depth 1), not at the trace's timestamp: under TCG the guest's clock and the model's
+    device clock disagree, and a unit started at the trace time could overlap the previous
+    one in the model (raid5 read-modify-write stripes of two dd writes interleaving), which
+    the trace proves never happened. Only a single submitting thread with a timed trace.
+    """
+    if not table.time_known or len(rows) < 2 or len(np.unique(table.pid[rows])) != 1:
+        return False
+    crow = np.flatnonzero((table.action == ACT_COMPLETE) & (table.dev == top_dev))
+    if len(crow) == 0:
+        return False
+    ct = table.time_ns[crow].astype(np.int64)
+    order = np.argsort(ct, kind="stable")
+    ct = ct[order]
+    done = np.cumsum(table.nr_sectors[crow].astype(np.int64)[order])
+    qt = table.time_ns[rows].astype(np.int64)
+    queued = np.cumsum(table.nr_sectors[rows].astype(np.int64))
+    starts = np.flatnonzero(plug[1:] != plug[:-1]) + 1
+    if len(starts) == 0:
+        return False
+    # sectors completed strictly before each unit's first Q
+    k = np.searchsorted(ct, qt[starts], side="left")
+    completed = np.where(k > 0, done[np.maximum(k - 1, 0)], 0)
+    return bool(np.all(completed >= queued[starts - 1]))
 
 
 def _metadata_write_rows(table: EventTable, top_dev: int) -> npt.NDArray[np.intp]:
@@ -647,6 +701,9 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     """
     eng = Engine(stack, policy, record=record)
     top = stack.top.dev
+    hint = bios.meta.get("mirror_reads")
+    if hint is not None and stack.top.kind == "raid10":
+        eng.mirror_hint = {int(a): int(d) for a, d in zip(hint[0].tolist(), hint[1].tolist())}
     if bios.app_io:
         lim = eng.limits[top]
         built = build_bios(bios.sector, bios.nr_sectors, bios.bio_pages, policy,

@@ -267,6 +267,9 @@ class Engine:
         self.r5_cache: dict[int, R5Cache] = {
             dev: R5Cache(node.stripe_cache) for dev, node in self.nodes.items()
             if node.kind in RAID456}
+        #: array sector -> member dev of each raid10 read the input trace shows remapped
+        #: (A): the copy read_balance chose there (see ``_read_balance``)
+        self.mirror_hint: dict[int, int] = {}
         self.mirrors: dict[int, MirrorState] = {
             dev: MirrorState(len(node.members)) for dev, node in self.nodes.items()
             if node.kind in ("raid1", "raid10")}
@@ -498,7 +501,8 @@ class Engine:
         self._release(bio, self.now)
 
     # --- raid1 / raid10 ---------------------------------------------------------------------------
-    def _read_balance(self, node: Node, copies: list[tuple[int, int]], nr: int) -> int:
+    def _read_balance(self, node: Node, copies: list[tuple[int, int]], nr: int,
+                      sector: int = -1) -> int:
         """Which copy a read goes to (an index into ``copies`` = (member, member sector)).
 
         raid1 (``read_balance``): a member whose ``next_seq_sect`` or head is the read's start
@@ -508,12 +512,24 @@ class Engine:
         nearest head. raid10 (``read_balance``): near copies on an idle member count as distance
         0, far layouts always take the lowest address, otherwise the nearest head; an all
         non-rotational array takes the least busy copy. Failed members are skipped.
+
+        A raid10 read whose copy the input trace shows (its A event, ``mirror_hint``) goes
+        there: raid10's choice hangs on ``nr_pending`` and ``head_position``, which change when
+        earlier reads complete, a race the model's clock does not reproduce. raid1 keeps its
+        rules always, so that a what-if of ``md_read_balance`` still changes the choice.
         """
         st = self.mirrors[node.dev]
         nonrot = all(not self.limits[m.dev].rotational for m in node.members)
         live = [(k, m, a) for k, (m, a) in enumerate(copies) if m not in node.failed]
         if not live:
             raise ModelConfigError(f"{node.name}: every copy of the read is on a failed member")
+        want = self.mirror_hint.get(sector) if node.kind == "raid10" else None
+        if want is not None:
+            # the trace's A event shows the copy the kernel chose: its choice hung on
+            # completion times (nr_pending, head_position) the model cannot reproduce
+            for k, m, _a in live:
+                if node.members[m].dev == want:
+                    return k
         if node.kind == "raid10":
             near, far, _o = raid10_geometry(node.layout)
             best, best_dist, pend, min_pend = live[0][0], None, live[0][0], None
@@ -548,7 +564,7 @@ class Engine:
         return best_dist_k
 
     def _mirror_read(self, node: Node, bio: Bio, copies: list[tuple[int, int]]) -> None:
-        k = self._read_balance(node, copies, bio.nr)
+        k = self._read_balance(node, copies, bio.nr, bio.sector)
         member, msec = copies[k]
         st = self.mirrors[node.dev]
         st.pending[member] += 1
