@@ -14,9 +14,10 @@ from django.views.decorators.http import require_POST, require_safe
 from reviewapp import constants as c
 from reviewapp.access import can_change_series, can_set_patch_state
 from reviewapp.diffview import diff_lines
-from reviewapp.models import Event, Series, Verdict
+from reviewapp.models import Series, Verdict
 from reviewapp.selectors import (
     comparison_list_for_user,
+    event_list_for_user,
     patch_checks_with_comparison,
     patch_get_for_user,
     series_check_rollup,
@@ -137,14 +138,20 @@ def series_relink_view(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(series)
 
 
-def patch_timeline(patch: Any, comparisons: list[Any]) -> list[dict[str, Any]]:
-    """Uploads, jobs, comparisons, checks, comments and verdicts of a patch, oldest first."""
+def patch_timeline(patch: Any, comparisons: list[Any], user: Any) -> list[dict[str, Any]]:
+    """Uploads, jobs, comparisons, checks, comments and verdicts of a patch, oldest first.
+
+    ``comparisons`` are the ones ``user`` may read. The events go through
+    ``event_list_for_user`` too: an event of a private comparison on this (public) patch
+    carries the patch as well, and would otherwise show its creator, its threads and their
+    anchor summaries to everyone (private = nothing of it, as on the event API)."""
     from django.db.models import Q
 
     from reviewapp.models import AnalysisJob
 
     items: list[dict[str, Any]] = []
-    events = Event.objects.filter(Q(patch=patch) | Q(comparison__in=comparisons)).select_related(
+    events = event_list_for_user(user).filter(
+        Q(patch=patch) | Q(comparison__in=comparisons)).select_related(
         "actor").order_by("created", "pk")[:300]
     for ev in events:
         items.append({"when": ev.created, "what": ev.get_kind_display(), "kind": ev.kind,
@@ -188,7 +195,7 @@ def patch_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "diff": diff_lines(patch.diff),
         "trailers": patch.trailers, "checks": patch_checks_with_comparison(patch, request.user),
         "verdicts": list(patch.verdicts.select_related("user")),
-        "timeline": patch_timeline(patch, comparisons),
+        "timeline": patch_timeline(patch, comparisons, request.user),
         "states": c.PATCH_STATES,
         "can_set_state": can_set_patch_state(request.user, patch),
         "verdict_form": VerdictForm(),

@@ -1,0 +1,74 @@
+"""The patch page's activity timeline (issue 8, Patch page: uploads, jobs, comments, verdicts)
+and its access rule: a private comparison on a public patch leaves no trace there for those who
+may not read it (issue 8, Access: private = 404 everywhere, so not even its events)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from reviewapp import constants as c
+from reviewapp.models import Comparison
+from reviewapp.services.events import event_create
+from reviewapp.services.series import series_create_from_mail
+from reviewapp.services.threads import comment_create, thread_create
+from reviewapp.services.verdicts import verdict_set
+
+pytestmark = pytest.mark.django_db
+MBOX = Path(__file__).resolve().parents[2] / "data" / "mbox"
+SECRET = "PRIVTIMELINE9z"
+
+
+def _timeline(client: Client, patch) -> list[str]:
+    """The text of each entry of the page's Activity list."""
+    html = client.get(patch.get_absolute_url()).content.decode()
+    section = re.search(r'<section id="timeline".*?</section>', html, re.S)
+    assert section, "the patch page has no Activity section"
+    return [re.sub(r"<[^>]+>", "", li).strip()
+            for li in re.findall(r"<li[^>]*>(.*?)</li>", section.group(0), re.S)]
+
+
+def test_timeline_lists_uploads_comments_verdicts_and_hides_private_comparisons(
+        user, other_user, password):
+    """Owner: the patch upload, a private comparison, its thread and comment (with the
+    comment's anchor summary); another reader's NAK shows for everyone; the outsider sees the
+    upload and the NAK but nothing of the private comparison."""
+    series = series_create_from_mail(
+        data=(MBOX / "series_split_head_v1.mbox").read_bytes(), user=user)
+    patch = series.patches.get(position=2)
+    private = Comparison.objects.create(patch=patch, created_by=user, public=False,
+                                        status=c.COMPARISON_READY)
+    event_create(kind=c.EVENT_COMPARISON_CREATED, actor=user, patch=patch, comparison=private)
+    thread = thread_create(user=user, comparison=private, body=f"{SECRET} first comment")
+    comment_create(user=user, thread=thread, body="a reply")
+    verdict_set(user=other_user, patch=patch, kind=c.VERDICT_NAK, message="breaks raid5")
+
+    owner = Client()
+    owner.force_login(user)
+    mine = _timeline(owner, patch)
+    assert any("Patch created" in e for e in mine), mine
+    assert any("Comparison created" in e for e in mine), mine
+    assert any("Thread created" in e for e in mine), mine
+    assert any("Comment created" in e for e in mine), mine
+    assert any("Verdict created" in e and other_user.username in e for e in mine), mine
+
+    outsider = Client()
+    outsider.login(username=other_user.username, password=password)
+    anonymous = Client()
+    for who, client in (("outsider", outsider), ("anonymous", anonymous)):
+        theirs = _timeline(client, patch)
+        assert any("Patch created" in e for e in theirs), (who, theirs)
+        assert any("Verdict created" in e for e in theirs), (who, theirs)
+        leaked = [e for e in theirs if re.search("Comparison created|Thread created|"
+                                                 "Comment created", e)]
+        assert not leaked, (who, leaked)
+        assert SECRET not in client.get(patch.get_absolute_url()).content.decode()
+
+    # the NAK is shown on the patch page and exported as a trailer line
+    html = outsider.get(patch.get_absolute_url()).content.decode()
+    assert "NAK" in html and "breaks raid5" in html
+    text = outsider.get(f"/patches/{patch.pk}/trailers.txt").content.decode()
+    assert f"Nacked-by: {other_user.username} <{other_user.email}>" in text.splitlines()
