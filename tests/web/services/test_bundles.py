@@ -90,8 +90,11 @@ def test_bundle_create_queues_one_job(make_upload, seed000_before, django_captur
     sent = []
     from workers.celery import app
 
+    # ignore_result: with the chord's result backend on, a send must not subscribe the web
+    # process to a result channel (reviewapp/services/jobs.py)
     monkeypatch.setattr(app, "send_task",
-                        lambda name, args, task_id, queue: sent.append((name, args, task_id, queue)))
+                        lambda name, args, task_id, queue, ignore_result: sent.append(
+                            (name, args, task_id, queue, ignore_result)))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         bundle, _ = bundle_create(files=[make_upload("a", seed000_before)])
         assert sent == []
@@ -100,7 +103,7 @@ def test_bundle_create_queues_one_job(make_upload, seed000_before, django_captur
     for cb in callbacks:
         cb()
     assert sent == [("reviewapp.tasks.analyze_bundle", [job.pk], job.celery_task_id,
-                     settings.BLKREVIEW_ANALYSIS_QUEUE)]
+                     settings.BLKREVIEW_ANALYSIS_QUEUE, True)]
 
 
 def test_bundle_create_rejects_empty_upload():
