@@ -60,3 +60,33 @@ def test_compose_gives_each_container_its_own_metrics_directory():
         assert "volumes" not in svc, name
     assert "-c python:reviewapp.gunicorn_conf" in spec["services"]["web"]["command"]
     assert '"-c", "python:reviewapp.gunicorn_conf"' in (ROOT / "Dockerfile").read_text()
+
+
+def test_compose_workers_consume_every_routed_queue_as_documented():
+    """Every queue a task is routed to (reviewapp/settings.py, default names) is consumed by
+    compose's default `worker`; the `pools` profile's workers take replay and notify; and
+    docs/deploy.md's list of the worker's queues is the compose default (it once named only
+    analysis and celery, so replay and notify tasks would have looked unserved)."""
+    import re
+
+    from django.conf import settings
+
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    default = re.search(r"-Q \$\{WORKER_QUEUES:-([\w,]+)\}", services["worker"]["command"])
+    assert default, services["worker"]["command"]
+    consumed = default.group(1).split(",")
+    routed = {"analysis", "replay", "notify", settings.CELERY_TASK_DEFAULT_QUEUE}
+    defaults = {"BLKREVIEW_ANALYSIS_QUEUE": "analysis", "BLKREVIEW_REPLAY_QUEUE": "replay",
+                "BLKREVIEW_NOTIFY_QUEUE": "notify"}
+    settings_text = (ROOT / "reviewapp" / "settings.py").read_text()
+    for name, value in defaults.items():  # the tests rename the queues; the defaults are these
+        assert f'os.environ.get("{name}", "{value}")' in settings_text, name
+    assert set(consumed) == routed
+    assert re.search(r"-Q replay\b", services["worker-replay"]["command"])
+    assert re.search(r"-Q notify\b", services["worker-notify"]["command"])
+    assert {"pools"} == set(services["worker-replay"]["profiles"]) == set(
+        services["worker-notify"]["profiles"])
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    line = re.search(r"`worker` \(Celery, queues ([^;)]+)", deploy)
+    assert line, "docs/deploy.md no longer lists the worker's queues"
+    assert set(re.findall(r"`(\w+)`", line.group(1))) == set(consumed)
