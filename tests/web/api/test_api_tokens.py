@@ -99,3 +99,34 @@ def test_tokens_page_creates_scoped_expiring_token(logged_in_client, user):
     assert key not in page
     assert "read, check" in page or "check, read" in page
     assert token.expires.strftime("%Y-%m-%d") in page
+
+
+def test_check_scope_posts_checks_and_nothing_else(user, check, make_upload, seed000_before):
+    """A CI bot's ``check`` token posts a check on a patch it can read (201) and may do
+    nothing else: no upload, no read; a read + upload token cannot post a check (403 JSON
+    naming the scope). Nothing is stored by the refused requests."""
+    from pathlib import Path
+
+    from reviewapp.models import Check
+    from reviewapp.services.series import series_create_from_mail
+
+    mbox = Path(__file__).resolve().parents[2] / "data" / "mbox" / "series_split_head_v1.mbox"
+    patch = series_create_from_mail(data=mbox.read_bytes(), user=user).patches.get(position=2)
+    checks = f"/api/v1/patches/{patch.pk}/checks/"
+    body = {"context": "ci-raid5", "state": "fail", "description": "await +40%"}
+
+    _, bot = token_create(user=user, name="bot", scopes=["check"])
+    r = _api(bot).post(checks, body, format="json")
+    assert r.status_code == 201, r.content
+    assert Check.objects.get(patch=patch).state == "fail"
+    r = _api(bot).post(URL, {"files": [make_upload("a", seed000_before)]}, format="multipart")
+    assert r.status_code == 403 and "'upload'" in check(r, "post", URL)["error"]
+    assert TraceBundle.objects.count() == 0
+    r = _api(bot).get(checks)
+    assert r.status_code == 403 and "'read'" in r.json()["error"]
+
+    _, uploader = token_create(user=user, name="uploader", scopes=["read", "upload"])
+    r = _api(uploader).post(checks, {**body, "context": "other"}, format="json")
+    assert r.status_code == 403 and "'check'" in r.json()["error"]
+    assert Check.objects.filter(patch=patch).count() == 1
+    assert _api(uploader).get(checks).status_code == 200
