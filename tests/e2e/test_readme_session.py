@@ -88,3 +88,35 @@ def test_the_readme_ci_bot_session_runs_as_written(celery_worker, live_server, u
     hook = Webhook.objects.get(user=user)
     assert sorted(hook.events) == ["check-created", "series-created"]
     assert (tmp_path / "hook-secret").read_text().strip() == hook.secret
+
+
+@pytest.mark.skipif(not all(shutil.which(t) for t in ("bash", "curl", "jq", "zstd")),
+                    reason="needs bash, curl, jq and zstd")
+def test_the_api_docs_ci_bot_runs_as_written(celery_worker, live_server, user, tmp_path):
+    """docs/api.md "A CI bot, start to finish": one submission, poll, report; the last line
+    passes (exit 0) exactly on success/warning. (It once compared with pass/warn, names the
+    check never has, so every bot run failed.)"""
+    from reviewapp.models import Comparison
+    from reviewapp.services.tokens import token_create
+
+    text = (ROOT / "docs" / "api.md").read_text()
+    section = text[text.index("## A CI bot, start to finish"):]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block
+    work = tmp_path / "parts"
+    work.mkdir()
+    _tar_zst(tmp_path / "base.tar.zst", "before.blkparse.txt",
+             blkparse_lines([256 * k for k in range(60)]), work)
+    _tar_zst(tmp_path / "patched.tar.zst", "after.blkparse.txt",
+             blkparse_lines([7 + 384 * k for k in range(60)]), work)
+    _, key = token_create(user=user, name="ci-bot")
+    script = block.group(1).replace("http://review.example.org", live_server.url)
+    env = {**os.environ, "TOKEN": key, "SUBJECT": "block: the api.md bot"}
+    r = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300, stdin=subprocess.DEVNULL)
+    comparison = Comparison.objects.get(patch__title="block: the api.md bot")
+    state = comparison.result.verdict["state"]
+    assert r.stdout.splitlines()[0] == state, r.stdout
+    assert r.returncode == (0 if state in ("success", "warning") else 1), (r.stdout, r.stderr)
+    assert f"Check: {state.upper()}" in (tmp_path / "report.txt").read_text()
+    assert f"/comparisons/{comparison.pk}/" in r.stdout
