@@ -1221,8 +1221,9 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
              flags: npt.NDArray[np.int64], seg: npt.NDArray[np.int64],
              pid: npt.NDArray[np.int64], time_ns: npt.NDArray[np.int64],
              units: npt.NDArray[np.int64], threads: npt.NDArray[np.int64],
-             step_ns: int, think_ns: int) -> tuple[npt.NDArray[np.int64], int]:
-    """Run the compiled engine; returns (event columns [9, n], number of requests).
+             step_ns: int, think_ns: int) -> tuple[list[npt.NDArray[np.int64]], int]:
+    """Run the compiled engine; returns (event columns as chunks of [9, k] in recording order,
+    number of requests).
 
     ``units``: int64 [n, 3] (first bio, end bio, thread) per unit, bios of a unit contiguous
     and units of a thread contiguous; ``threads``: int64 [m, 3] (first unit, end unit, depth).
@@ -1294,7 +1295,7 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     HU = np.zeros((nu + 1, 4), dtype=np.int64)  # unit starts: every unit may be scheduled up front
     pieces = int(np.sum(nr // max(min_piece * 8, 1))) + 2 * nb
     ev_rows = min(max(nb + 8 * pieces, MIN_EVENTS), MAX_EVENTS_BUFFER) + 2 * margin_ev
-    EV = np.zeros((9, ev_rows), dtype=np.int64)
+    EV = np.empty((9, ev_rows), dtype=np.int64)
     chunks: list[npt.NDArray[np.int64]] = []
     PL = np.zeros(PLUG_SCRATCH, dtype=np.int64)
     TMP = np.zeros((TMP_ROWS, PLUG_SCRATCH), dtype=np.int64)
@@ -1317,8 +1318,9 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
         if status == 0:
             break
         if EV.shape[1] - S[S_EVN] < margin_ev:
-            # hand the filled events over and reuse the buffer (no doubling copies)
-            chunks.append(EV[:, :S[S_EVN]].copy())
+            # hand the filled buffer over as a chunk and go on in a new one (no copies)
+            chunks.append(EV[:, :S[S_EVN]])
+            EV = np.empty_like(EV)
             S[S_EVN] = 0
         if S[S_BFREE] < margin_pool:
             B, FB, S[S_BFREE] = _grow_pool(B, FB, int(S[S_BFREE]))
@@ -1342,8 +1344,7 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
             srv._bus_free, srv._last_c, srv.head = float(SV[i, 2]), float(SV[i, 3]), int(SV[i, 4])
             srv.busy_ns += float(SV[i, 5])
     chunks.append(EV[:, :S[S_EVN]])
-    cols = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=1)
-    return cols, int(S[S_NREQ])
+    return chunks, int(S[S_NREQ])
 
 
 def _new_elevator(nn: int, cap: int, margin_pool: int) -> tuple[Any, ...]:

@@ -42,6 +42,7 @@ from workers.events import (
     ACT_QUEUE,
     ACT_REMAP,
     ACT_SPLIT,
+    COLUMN_DTYPES,
     RWBS_DISCARD,
     RWBS_FLUSH,
     RWBS_FUA,
@@ -841,12 +842,18 @@ def _replay_fast(eng: Engine, bios: BioStream, stack: Stack, policy: Policy, see
     n = len(sector)
     pid = np.asarray(pid, dtype=np.int64)
     plug = np.asarray(plug, dtype=np.int64)
-    if n:
+    perm: npt.NDArray[np.int64] | None = None  # None: rows already in thread order
+    if n and bool(np.all(pid == pid[0])):
+        # one thread (a dd, one aio submitter): thread order is the row order
+        r = np.zeros(n, dtype=np.int64)
+        pl = plug
+    elif n:
         _, first_idx, inv = np.unique(pid, return_index=True, return_inverse=True)
         rank = np.argsort(np.argsort(first_idx, kind="stable"), kind="stable")[inv]
         perm = np.lexsort((np.arange(n), rank))
         r = rank[perm]
         pl = plug[perm]
+    if n:
         new_thread = np.ones(n, dtype=bool)
         new_thread[1:] = r[1:] != r[:-1]
         new_unit = new_thread.copy()
@@ -859,20 +866,20 @@ def _replay_fast(eng: Engine, bios: BioStream, stack: Stack, policy: Policy, see
         units = np.stack([ustart, uend, uthread], axis=1)
         threads = np.stack([tstart, tend, np.full(len(tstart), bios.depth)], axis=1)
     else:
-        perm = np.zeros(0, np.int64)
         units = np.zeros((0, 3), np.int64)
         threads = np.zeros((0, 3), np.int64)
-    rw = np.asarray(rwbs, dtype=np.int64)[perm]
+
+    def in_order(a: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        a = np.asarray(a, dtype=np.int64)
+        return np.ascontiguousarray(a if perm is None else a[perm])
+
+    rw = in_order(rwbs)
     ops = np.where(rw & RWBS_WRITE, OP_WRITE, OP_READ).astype(np.int64)
     flags = np.where(rw & RWBS_SYNC, F_SYNC | np.where(rw & RWBS_WRITE, F_IDLE, 0), 0)
-    rows_arr, nreq = fast.run_fast(stack, policy, eng.limits, eng.servers,
-                                   np.ascontiguousarray(np.asarray(sector, np.int64)[perm]),
-                                   np.ascontiguousarray(np.asarray(nr, np.int64)[perm]), ops,
-                                   np.ascontiguousarray(rw), flags.astype(np.int64),
-                                   np.ascontiguousarray(np.asarray(seg, np.int64)[perm]),
-                                   np.ascontiguousarray(pid[perm]),
-                                   np.ascontiguousarray(np.asarray(time_ns, np.int64)[perm]),
-                                   units, threads, STEP_NS, THINK_NS)
+    rows_arr, nreq = fast.run_fast(stack, policy, eng.limits, eng.servers, in_order(sector),
+                                   in_order(nr), ops, rw, flags.astype(np.int64), in_order(seg),
+                                   in_order(pid), in_order(time_ns), units, threads, STEP_NS,
+                                   THINK_NS)
     eng.n_requests = nreq
     if not record:
         return EventTable.empty()
@@ -965,52 +972,162 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
 
 
 def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int,
-           cols: npt.NDArray[np.int64] | None = None) -> EventTable:
+           cols: npt.NDArray[np.int64] | list[npt.NDArray[np.int64]] | None = None
+           ) -> EventTable:
     """The recorded events as an EventTable: ``cols`` is ``[9, n]`` (time, dev, pid, action,
-    rwbs, sector, nr, aux, aux2) from the compiled engine, or the Python engine's rows.
-
-    Events are recorded in time order almost always; the stable sort only runs when they are
-    not, and per-device sequence numbers come from one mask per device of the stack (a handful)
-    instead of a sort of millions of rows."""
+    rwbs, sector, nr, aux, aux2), or a list of such chunks, from the compiled engine; None:
+    the Python engine's rows."""
     if cols is None:
         rows = eng.ev_rows
         cols = (np.array(rows, dtype=np.int64).T.copy() if rows
                 else np.zeros((9, 0), dtype=np.int64))
+    chunks = [cols] if isinstance(cols, np.ndarray) else list(cols)
     extra = bios.meta.get("md_meta")
     if extra is not None and len(bios) and not bios.app_io:
-        add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack, cols)
+        one = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=1)
+        add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack, one)
         if add.shape[1]:
-            both = np.concatenate([add, cols], axis=1)
-            first = np.r_[np.zeros(add.shape[1], np.int64), np.ones(cols.shape[1], np.int64)]
-            cols = both[:, np.lexsort((first, both[0]))]
-    t = cols[0]
+            both = np.concatenate([add, one], axis=1)
+            first = np.r_[np.zeros(add.shape[1], np.int64), np.ones(one.shape[1], np.int64)]
+            one = both[:, np.lexsort((first, both[0]))]
+        chunks = [one]
+    columns = event_columns(chunks, list(stack.by_dev()))
+    limits = all_limits(stack, policy)
+    devices = {node.dev: DeviceInfo(dev=node.dev, name=node.name,
+                                    limits=limits[node.dev].to_sysfs())
+               for node in stack.nodes()}
+    return EventTable(columns, comms=["(null)", bios.comm], devices=devices, time_known=True,
+                      meta={"model": {"predicted": True, "policy": policy.to_dict(),
+                                      "stack": stack.describe(), "seed": seed,
+                                      "requests": eng.n_requests}})
+
+
+#: Rows of the engines' event columns (``[9, n]`` int64, see :func:`_table`).
+EV_TIME, EV_DEV, EV_PID, EV_ACT, EV_RWBS, EV_SEC, EV_NR, EV_AUX, EV_AUX2 = range(9)
+#: Devices :func:`_seq_numbers` can tell apart (the stack's and any other seen): beyond, the
+#: numpy twin numbers them.
+MAX_SEQ_DEVICES = 1024
+
+
+def event_columns_numpy(chunks: list[npt.NDArray[np.int64]], stack_devs: list[int]
+                        ) -> dict[str, npt.NDArray[Any]]:
+    """The EventTable columns of the engines' events: sorted by time (stable: events are
+    recorded in time order almost always, not quite where a completion falls between two
+    submission steps), times from the first event, per-device sequence numbers from 1
+    (blktrace numbers each device's events), comm 1 (the stream's) except for pid 0
+    (completions). The readable twin of :func:`event_columns`."""
+    cols = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=1)
+    t = cols[EV_TIME]
     if len(t) > 1 and bool(np.any(t[1:] < t[:-1])):
         cols = cols[:, np.argsort(t, kind="stable")]
-        t = cols[0]
+        t = cols[EV_TIME]
     if len(t):
         t = t - t[0]
-    dev = cols[1]
+    dev = cols[EV_DEV]
     seq = np.zeros(len(t), dtype=np.int64)
-    for d in stack.by_dev():
+    for d in stack_devs:
         idx = np.flatnonzero(dev == d)
         seq[idx] = np.arange(1, len(idx) + 1)
     for d in np.unique(dev[seq == 0]):  # a device outside the stack (none expected)
         idx = np.flatnonzero(dev == d)
         seq[idx] = np.arange(1, len(idx) + 1)
-    pid = cols[2]
-    limits = all_limits(stack, policy)
-    devices = {node.dev: DeviceInfo(dev=node.dev, name=node.name,
-                                    limits=limits[node.dev].to_sysfs())
-               for node in stack.nodes()}
-    comm = np.where(pid == 0, 0, 1)
-    return EventTable({"time_ns": t, "seq": seq, "dev": dev, "cpu": np.zeros(len(t)),
-                       "pid": pid, "action": cols[3], "rwbs": cols[4], "sector": cols[5],
-                       "nr_sectors": cols[6], "aux": cols[7], "aux2": cols[8],
-                       "comm": comm},
-                      comms=["(null)", bios.comm], devices=devices, time_known=True,
-                      meta={"model": {"predicted": True, "policy": policy.to_dict(),
-                                      "stack": stack.describe(), "seed": seed,
-                                      "requests": eng.n_requests}})
+    pid = cols[EV_PID]
+    out = {"time_ns": t, "seq": seq, "dev": dev, "pid": pid, "action": cols[EV_ACT],
+           "rwbs": cols[EV_RWBS], "sector": cols[EV_SEC], "nr_sectors": cols[EV_NR],
+           "aux": cols[EV_AUX], "aux2": cols[EV_AUX2], "comm": np.where(pid == 0, 0, 1)}
+    return {k: np.ascontiguousarray(v, dtype=COLUMN_DTYPES[k]) for k, v in out.items()}
+
+
+def event_columns(chunks: list[npt.NDArray[np.int64]], stack_devs: list[int]
+                  ) -> dict[str, npt.NDArray[Any]]:
+    """:func:`event_columns_numpy` in two compiled passes, for millions of events: each chunk's
+    rows go straight to their sorted place in columns of the table's own dtypes (no
+    concatenation, no sorted copy of the int64 rows, no dtype conversions), then one pass
+    numbers each device's events. Only the time column is sorted (when out of order)."""
+    n = sum(c.shape[1] for c in chunks)
+    times = [c[EV_TIME] for c in chunks]
+    t_all = times[0] if len(times) == 1 else np.concatenate(times)
+    pos = np.zeros(0, dtype=np.int64)  # empty: already in time order
+    if n > 1 and not _is_sorted(t_all):
+        order = np.argsort(t_all, kind="stable")
+        pos = np.empty(n, dtype=np.int64)
+        pos[order] = np.arange(n, dtype=np.int64)
+    t0 = int(t_all.min()) if n else 0
+    out = {k: np.empty(n, dtype=COLUMN_DTYPES[k]) for k in _FILLED}
+    off = 0
+    for c in chunks:
+        # c is a view of an engine buffer (rows strided): read in place, not copied
+        _scatter_events(np.asarray(c, dtype=np.int64), pos, off, t0, out["time_ns"],
+                        out["dev"], out["pid"], out["action"], out["rwbs"], out["sector"],
+                        out["nr_sectors"], out["aux"], out["aux2"], out["comm"])
+        off += c.shape[1]
+    seq = np.empty(n, dtype=COLUMN_DTYPES["seq"])
+    devs = np.zeros(MAX_SEQ_DEVICES, dtype=np.int64)
+    devs[:len(stack_devs)] = stack_devs
+    if len(stack_devs) >= MAX_SEQ_DEVICES or \
+            _seq_numbers(out["dev"], devs, len(stack_devs), seq) < 0:
+        return event_columns_numpy(chunks, stack_devs)
+    out["seq"] = seq
+    return out
+
+
+#: The columns :func:`_scatter_events` writes (cpu and error stay zero, seq comes after).
+_FILLED = ("time_ns", "dev", "pid", "action", "rwbs", "sector", "nr_sectors", "aux", "aux2",
+           "comm")
+
+
+@njit(cache=True)
+def _is_sorted(t: Any) -> bool:  # pragma: no cover - compiled
+    for i in range(1, len(t)):
+        if t[i] < t[i - 1]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _scatter_events(c: Any, pos: Any, off: int, t0: int, time_ns: Any, dev: Any, pid: Any,
+                    action: Any, rwbs: Any, sector: Any, nr: Any, aux: Any, aux2: Any,
+                    comm: Any) -> None:  # pragma: no cover - compiled
+    """Row j of chunk ``c`` (global row off + j) goes to row pos[off + j] (j + off when
+    ``pos`` is empty), each field cast to its column's dtype as numpy's astype would."""
+    sorted_ = len(pos) == 0
+    for j in range(c.shape[1]):
+        p = off + j if sorted_ else pos[off + j]
+        time_ns[p] = c[EV_TIME, j] - t0
+        dev[p] = c[EV_DEV, j]
+        pid[p] = c[EV_PID, j]
+        action[p] = c[EV_ACT, j]
+        rwbs[p] = c[EV_RWBS, j]
+        sector[p] = c[EV_SEC, j]
+        nr[p] = c[EV_NR, j]
+        aux[p] = c[EV_AUX, j]
+        aux2[p] = c[EV_AUX2, j]
+        comm[p] = 0 if c[EV_PID, j] == 0 else 1
+
+
+@njit(cache=True)
+def _seq_numbers(dev: Any, devs: Any, ndev: int, seq: Any) -> int:  # pragma: no cover
+    """Per-device running numbers from 1 in row order; ``devs[:ndev]`` are the known devices,
+    others are added as met. Returns the number of devices, -1 when ``devs`` is full."""
+    count = np.zeros(len(devs), dtype=np.int64)
+    last = 0
+    for i in range(len(dev)):
+        d = dev[i]
+        if last >= ndev or devs[last] != d:
+            last = -1
+            for k in range(ndev):
+                if devs[k] == d:
+                    last = k
+                    break
+            if last < 0:
+                if ndev >= len(devs):
+                    return -1
+                devs[ndev] = d
+                last = ndev
+                ndev += 1
+        count[last] += 1
+        seq[i] = count[last]
+    return ndev
 
 
 def completed_all(table: EventTable) -> bool:

@@ -193,3 +193,29 @@ def test_fast_engine_grows_the_elevator_tables_mid_run(monkeypatch):
     assert max(grown) > 0  # a table holding entries was rehashed
     assert len(widened) > 1  # the sorted lists were widened while holding requests
     assert _same(replay(stream, s, pol, engine="python"), fast_table)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 50), st.sampled_from([8 << 20, 8 << 20 | 16, 9 << 20, 253 << 20 | 3]),
+                               st.integers(0, 3), st.integers(0, 300), st.integers(-2, 70000)),
+                     max_size=60),
+       cuts=st.lists(st.integers(0, 60), max_size=3), stack_devs=st.sampled_from(
+           [[], [8 << 20], [9 << 20, 8 << 20, 8 << 20 | 16]]))
+def test_compiled_event_columns_equal_the_numpy_twin(rows, cuts, stack_devs):
+    """The compiled table assembly (scatter of each engine chunk to its time-sorted row, seq
+    per device) gives the numpy twin's columns, dtypes included: times out of order and tied,
+    devices inside and outside the stack, pid 0, values that wrap in narrow columns."""
+    from workers.model.replay import event_columns, event_columns_numpy
+
+    n = len(rows)
+    cols = np.zeros((9, n), dtype=np.int64)
+    for j, (t, dev, pid, act, val) in enumerate(rows):
+        cols[:, j] = [t, dev, pid, act, val, val * 7, val, val - 5, val % 9]
+    bounds = sorted({0, n, *(min(c, n) for c in cuts)})
+    chunks = [cols[:, a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)] or [cols]
+    want = event_columns_numpy(chunks, stack_devs)
+    got = event_columns(chunks, stack_devs)
+    assert set(want) == set(got)
+    for k in want:
+        assert got[k].dtype == want[k].dtype, k
+        assert np.array_equal(got[k], want[k]), k
