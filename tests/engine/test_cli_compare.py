@@ -80,3 +80,19 @@ def test_environment_gate_warns_at_the_top_of_the_report(tmp_path, capsys) -> No
                  _bundle(tmp_path, "d", "none")]) == 0
     out = capsys.readouterr().out
     assert "environment differs" not in out and "Check: SUCCESS" in out
+
+
+def test_json_is_the_whole_stdout_and_carries_the_check_the_exit_code_follows(capsys) -> None:
+    """``--json`` (issue 12: machine-readable output for every command): stdout is one JSON
+    document, its check state is the one the exit code reports (fail -> 2), and the text
+    report is not mixed in."""
+    import json
+
+    code = main(["compare", "--json", "--threshold", "rule_mean_request_drop=2",
+                 str(DEMO / "k61_W1b"), "--", str(DEMO / "k72_W1b")])
+    out = json.loads(capsys.readouterr().out)
+    assert out["check"]["state"] == "fail" and code == 2
+    assert any("mean request" in r for r in out["check"]["reasons"]), out["check"]["reasons"]
+    same = str(DEMO / "seed000_before.blkparse.txt")
+    assert main(["compare", "--json", same, "--", same]) == 0
+    assert json.loads(capsys.readouterr().out)["check"]["state"] == "success"
