@@ -19,13 +19,14 @@ PROBE = (
     " 'acks_late': s.CELERY_TASK_ACKS_LATE, 'prefetch': s.CELERY_WORKER_PREFETCH_MULTIPLIER,"
     " 'serializer': s.CELERY_TASK_SERIALIZER, 'accept': s.CELERY_ACCEPT_CONTENT,"
     " 'soft': s.CELERY_TASK_SOFT_TIME_LIMIT, 'hard': s.CELERY_TASK_TIME_LIMIT,"
-    " 'routes': s.CELERY_TASK_ROUTES, 'key': s.SECRET_KEY}))"
+    " 'routes': s.CELERY_TASK_ROUTES, 'key': s.SECRET_KEY, 'email': s.EMAIL_BACKEND}))"
 )
 
 CLEAN = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS",
          "MEDIA_ROOT", "BLKREVIEW_MAX_UPLOAD_MB", "PYTEST_VERSION", "BLKREVIEW_TESTING",
          "BLKREVIEW_ANALYSIS_QUEUE", "BLKREVIEW_REPLAY_QUEUE", "BLKREVIEW_NOTIFY_QUEUE",
-         "BLKREVIEW_VAR_DIR", "DJANGO_SETTINGS_MODULE", "STORAGE_URL", "AWS_LOCATION")
+         "BLKREVIEW_VAR_DIR", "DJANGO_SETTINGS_MODULE", "STORAGE_URL", "AWS_LOCATION",
+         "EMAIL_BACKEND")
 
 
 def probe(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -47,6 +48,8 @@ def test_embedded_default_when_nothing_is_set(tmp_path):
     assert (tmp_path / "var" / "broker" / "queue").is_dir()
     assert s["embedded"] is True and s["debug"] is False
     assert len(s["key"]) >= 50
+    # issue 8: notification mail goes to the console backend in the embedded default
+    assert s["email"] == "django.core.mail.backends.console.EmailBackend"
     assert (tmp_path / "var" / "secret_key").read_text().strip() == s["key"]
     again = json.loads(probe(tmp_path).stdout)
     assert again["key"] == s["key"]  # stable across restarts (sessions survive)
