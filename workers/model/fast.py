@@ -100,9 +100,12 @@ F_NOMERGE = 1
 EV_COMPLETE = 0
 EV_UNIT = 1
 #: Initial pool rows and event-buffer bounds (tests shrink them to exercise the resume path).
+#: The event buffer is sized from the input (up to MAX_EVENTS_BUFFER rows, 2.4 GB of address
+#: space) so that one chunk holds a run of millions of bios: np.empty leaves the rows never
+#: written without memory behind them, and the table is assembled from one chunk in place.
 MIN_POOL = 1 << 16
 MIN_EVENTS = 1 << 16
-MAX_EVENTS_BUFFER = 1 << 23
+MAX_EVENTS_BUFFER = 1 << 25
 #: Requests one plug list may hold (``max_plug_count`` x 4 at most; ``blk_add_rq_to_plug``).
 PLUG_SCRATCH = 4096
 #: Rows of ``_flush``'s scratch array: the plug list in pop order, a done flag per entry, and

@@ -1004,7 +1004,7 @@ def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int
 
 #: Rows of the engines' event columns (``[9, n]`` int64, see :func:`_table`).
 EV_TIME, EV_DEV, EV_PID, EV_ACT, EV_RWBS, EV_SEC, EV_NR, EV_AUX, EV_AUX2 = range(9)
-#: Devices :func:`_seq_numbers` can tell apart (the stack's and any other seen): beyond, the
+#: Devices :func:`_gather_events` can tell apart (the stack's and any other seen): beyond, the
 #: numpy twin numbers them.
 MAX_SEQ_DEVICES = 1024
 
@@ -1040,40 +1040,31 @@ def event_columns_numpy(chunks: list[npt.NDArray[np.int64]], stack_devs: list[in
 
 def event_columns(chunks: list[npt.NDArray[np.int64]], stack_devs: list[int]
                   ) -> dict[str, npt.NDArray[Any]]:
-    """:func:`event_columns_numpy` in two compiled passes, for millions of events: each chunk's
-    rows go straight to their sorted place in columns of the table's own dtypes (no
-    concatenation, no sorted copy of the int64 rows, no dtype conversions), then one pass
-    numbers each device's events. Only the time column is sorted (when out of order)."""
-    n = sum(c.shape[1] for c in chunks)
-    times = [c[EV_TIME] for c in chunks]
-    t_all = times[0] if len(times) == 1 else np.concatenate(times)
-    pos = np.zeros(0, dtype=np.int64)  # empty: already in time order
-    if n > 1 and not _is_sorted(t_all):
-        order = np.argsort(t_all, kind="stable")
-        pos = np.empty(n, dtype=np.int64)
-        pos[order] = np.arange(n, dtype=np.int64)
-    t0 = int(t_all.min()) if n else 0
-    out = {k: np.empty(n, dtype=COLUMN_DTYPES[k]) for k in _FILLED}
-    off = 0
-    for c in chunks:
-        # c is a view of an engine buffer (rows strided): read in place, not copied
-        _scatter_events(np.asarray(c, dtype=np.int64), pos, off, t0, out["time_ns"],
-                        out["dev"], out["pid"], out["action"], out["rwbs"], out["sector"],
-                        out["nr_sectors"], out["aux"], out["aux2"], out["comm"])
-        off += c.shape[1]
-    seq = np.empty(n, dtype=COLUMN_DTYPES["seq"])
+    """:func:`event_columns_numpy` in one compiled pass, for millions of events: the columns
+    are written in sorted order, in the table's own dtypes, straight from the engine's buffer
+    (read in place, rows strided), seq numbers on the way; only the time column is sorted
+    (when out of order). No concatenation (one chunk in the common case), no sorted copy of
+    the int64 rows, no dtype conversions."""
+    c = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=1)
+    n = c.shape[1]
+    t = c[EV_TIME]
+    order = np.zeros(0, dtype=np.int64)  # empty: already in time order
+    if n > 1 and not _is_sorted(t):
+        order = np.argsort(t, kind="stable")
+    if len(stack_devs) >= MAX_SEQ_DEVICES:
+        return event_columns_numpy(chunks, stack_devs)
     devs = np.zeros(MAX_SEQ_DEVICES, dtype=np.int64)
     devs[:len(stack_devs)] = stack_devs
-    if len(stack_devs) >= MAX_SEQ_DEVICES or \
-            _seq_numbers(out["dev"], devs, len(stack_devs), seq) < 0:
+    out = {k: np.empty(n, dtype=COLUMN_DTYPES[k]) for k in _FILLED}
+    if _gather_events(np.asarray(c, dtype=np.int64), order, devs, len(stack_devs),
+                      *(out[k] for k in _FILLED)) < 0:
         return event_columns_numpy(chunks, stack_devs)
-    out["seq"] = seq
     return out
 
 
-#: The columns :func:`_scatter_events` writes (cpu and error stay zero, seq comes after).
-_FILLED = ("time_ns", "dev", "pid", "action", "rwbs", "sector", "nr_sectors", "aux", "aux2",
-           "comm")
+#: The columns :func:`_gather_events` writes (cpu and error stay zero).
+_FILLED = ("time_ns", "seq", "dev", "pid", "action", "rwbs", "sector", "nr_sectors", "aux",
+           "aux2", "comm")
 
 
 @njit(cache=True)
@@ -1085,39 +1076,28 @@ def _is_sorted(t: Any) -> bool:  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _scatter_events(c: Any, pos: Any, off: int, t0: int, time_ns: Any, dev: Any, pid: Any,
-                    action: Any, rwbs: Any, sector: Any, nr: Any, aux: Any, aux2: Any,
-                    comm: Any) -> None:  # pragma: no cover - compiled
-    """Row j of chunk ``c`` (global row off + j) goes to row pos[off + j] (j + off when
-    ``pos`` is empty), each field cast to its column's dtype as numpy's astype would."""
-    sorted_ = len(pos) == 0
-    for j in range(c.shape[1]):
-        p = off + j if sorted_ else pos[off + j]
-        time_ns[p] = c[EV_TIME, j] - t0
-        dev[p] = c[EV_DEV, j]
-        pid[p] = c[EV_PID, j]
-        action[p] = c[EV_ACT, j]
-        rwbs[p] = c[EV_RWBS, j]
-        sector[p] = c[EV_SEC, j]
-        nr[p] = c[EV_NR, j]
-        aux[p] = c[EV_AUX, j]
-        aux2[p] = c[EV_AUX2, j]
-        comm[p] = 0 if c[EV_PID, j] == 0 else 1
-
-
-@njit(cache=True)
-def _seq_numbers(dev: Any, devs: Any, ndev: int, seq: Any) -> int:  # pragma: no cover
-    """Per-device running numbers from 1 in row order; ``devs[:ndev]`` are the known devices,
-    others are added as met. Returns the number of devices, -1 when ``devs`` is full."""
+def _gather_events(c: Any, order: Any, devs: Any, ndev: int, time_ns: Any, seq: Any, dev: Any,
+                   pid: Any, action: Any, rwbs: Any, sector: Any, nr: Any, aux: Any, aux2: Any,
+                   comm: Any) -> int:  # pragma: no cover - compiled
+    """Row k of the table is engine row order[k] (k when ``order`` is empty), each field cast
+    to its column's dtype as numpy's astype would, time minus the first row's; seq counts each
+    device's rows from 1, ``devs[:ndev]`` being the known devices and others added as met.
+    Returns the number of devices, -1 when ``devs`` is full."""
+    n = c.shape[1]
+    if n == 0:
+        return ndev
+    in_order = len(order) == 0
+    t0 = c[EV_TIME, 0] if in_order else c[EV_TIME, order[0]]
     count = np.zeros(len(devs), dtype=np.int64)
     last = 0
-    for i in range(len(dev)):
-        d = dev[i]
+    for k in range(n):
+        g = k if in_order else order[k]
+        d = c[EV_DEV, g]
         if last >= ndev or devs[last] != d:
             last = -1
-            for k in range(ndev):
-                if devs[k] == d:
-                    last = k
+            for j in range(ndev):
+                if devs[j] == d:
+                    last = j
                     break
             if last < 0:
                 if ndev >= len(devs):
@@ -1126,7 +1106,17 @@ def _seq_numbers(dev: Any, devs: Any, ndev: int, seq: Any) -> int:  # pragma: no
                 last = ndev
                 ndev += 1
         count[last] += 1
-        seq[i] = count[last]
+        seq[k] = count[last]
+        time_ns[k] = c[EV_TIME, g] - t0
+        dev[k] = d
+        pid[k] = c[EV_PID, g]
+        action[k] = c[EV_ACT, g]
+        rwbs[k] = c[EV_RWBS, g]
+        sector[k] = c[EV_SEC, g]
+        nr[k] = c[EV_NR, g]
+        aux[k] = c[EV_AUX, g]
+        aux2[k] = c[EV_AUX2, g]
+        comm[k] = 0 if c[EV_PID, g] == 0 else 1
     return ndev
 
 

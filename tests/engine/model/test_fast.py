@@ -202,8 +202,8 @@ def test_fast_engine_grows_the_elevator_tables_mid_run(monkeypatch):
        cuts=st.lists(st.integers(0, 60), max_size=3), stack_devs=st.sampled_from(
            [[], [8 << 20], [9 << 20, 8 << 20, 8 << 20 | 16]]))
 def test_compiled_event_columns_equal_the_numpy_twin(rows, cuts, stack_devs):
-    """The compiled table assembly (scatter of each engine chunk to its time-sorted row, seq
-    per device) gives the numpy twin's columns, dtypes included: times out of order and tied,
+    """The compiled table assembly (engine rows gathered in time-sorted order, seq per device)
+    gives the numpy twin's columns, dtypes included: times out of order and tied,
     devices inside and outside the stack, pid 0, values that wrap in narrow columns."""
     from workers.model.replay import event_columns, event_columns_numpy
 
