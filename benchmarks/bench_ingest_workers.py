@@ -109,10 +109,10 @@ def compare_and_page(env: dict[str, str], bundle_id: int, patched: list[Path], t
         "    r = ComparisonResult.objects.filter(comparison=cmp).first()\n"
         "    if r is not None and r.state in ('succeeded', 'failed'): break\n"
         "    time.sleep(0.5)\n"
-        "from reviewapp.models import ComparisonChart\n"
-        "import json\n"
-        "idx = ComparisonChart.objects.filter(comparison_id=cmp.pk, section='index').first()\n"
-        "dev = json.loads(idx.payload)['devices'][0]['dev'] if idx else ''\n"
+        "from reviewapp.selectors import chart_index\n"
+        "cmp.refresh_from_db()\n"
+        "devs = chart_index(cmp).get('devices') or [{'dev': ''}]\n"
+        "dev = devs[0]['dev']\n"
         "print({'comparison': cmp.pk, 'state': r.state, 'error': r.error, "
         "'compare_s': time.perf_counter() - t0, 'dev': dev})\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True,
@@ -222,10 +222,15 @@ def run_once(files: list[Path], n_workers: int, events: int,
                    peak_rss_mb={f"w{i}": round(vm_hwm_mb(p.pid)) for i, p in enumerate(procs)},
                    shards_parsed={f"w{i}": (tmp / f"w{i}.log").read_text(errors="replace")
                                   .count("parsed shard") for i in range(n_workers)})
+        print(json.dumps(res), flush=True)  # before the page step: a failure there loses nothing
         if page and res["state"] == "succeeded":
-            res["page"] = compare_and_page(env, int(res["bundle"]), page, tmp)
+            try:
+                res["page"] = compare_and_page(env, int(res["bundle"]), page, tmp)
+            except subprocess.CalledProcessError as exc:
+                res["page"] = {"state": "bench error", "stderr": (exc.stderr or "")[-3000:]}
             res["page"]["peak_rss_mb_after"] = {f"w{i}": round(vm_hwm_mb(p.pid))
                                                 for i, p in enumerate(procs)}
+            print(json.dumps({"page": res["page"]}), flush=True)
         return res
     finally:
         for p in procs:
@@ -270,7 +275,6 @@ def main() -> int:
         for i, n in enumerate(counts):
             r = run_once(files, n, args.events, page=small if i == len(counts) - 1 else None)
             results.append(r)
-            print(json.dumps(r), flush=True)
     base = results[0]["total_s"]
     for r in results:
         print(f"{r['workers']} worker(s): {r['state']}, {r['total_s']:.1f} s end to end "
