@@ -52,6 +52,11 @@ CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
     ((6, 12, 25), dict(plug_order="fifo", plug_merge_candidate="oldest",
                        plug_flush_check="oldest"),
      "e70c301faece backported to 6.12.25 (merge looks at the head = oldest)"),
+    ((6, 12, 35), dict(plug_merge_candidate="newest"),
+     "block: use plug request list tail for one-shot backmerge attempt, backported to 6.12.35 "
+     "(6.12.35-rc1 review list; the 6.12.117 writeback capture merges as it says)"),
+    ((6, 13, 0), dict(plug_merge_candidate="oldest"),
+     "6.13.0 has the FIFO plug list without that fix (mainline fix in 6.16-rc2)"),
     ((6, 16, 0), dict(plug_merge_candidate="newest"),
      "block: use plug request list tail for one-shot backmerge attempt (inferred 6.16)"),
     ((6, 17, 0), dict(max_sectors_cap_kb=4096, raid10_chunk_limit="on"),

@@ -69,3 +69,15 @@ def test_known_versions_have_no_warning(text):
     from workers.model.presets import kernel_version_warnings
 
     assert kernel_version_warnings(text) == []
+
+
+def test_plug_merge_candidate_follows_the_one_shot_backmerge_fix_backport():
+    """'block: use plug request list tail for one-shot backmerge attempt' (mainline 6.16-rc2)
+    was backported to 6.12.35 (its 6.12.35-rc1 review); 6.13.0 had the FIFO plug list without
+    it. The 6.12.117 lab capture of buffered writeback merges as the tail-first rule says."""
+    assert preset_for_kernel("6.12.25").plug_merge_candidate == "oldest"
+    assert preset_for_kernel("6.12.34").plug_merge_candidate == "oldest"
+    assert preset_for_kernel("6.12.35").plug_merge_candidate == "newest"
+    assert preset_for_kernel("6.12.117+deb13-amd64").plug_merge_candidate == "newest"
+    assert preset_for_kernel("6.13.0").plug_merge_candidate == "oldest"
+    assert preset_for_kernel("6.16.0").plug_merge_candidate == "newest"
