@@ -163,7 +163,9 @@ def run_once(files: list[Path], n_workers: int, events: int,
     import redis
 
     redis.Redis.from_url(broker).flushdb()
-    s3 = start_seaweedfs()
+    # 64 MB volumes: room for the trace, its shard parts and the stored table, twice over
+    total = sum(f.stat().st_size for f in files)
+    s3 = start_seaweedfs(max_volumes=max(50, int(total * 4 / (64 << 20)) + 20))
     tmp = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     env = {**os.environ, "DATABASE_URL": f"{PG}/{db}",
            "CELERY_BROKER_URL": broker, "SECRET_KEY": "bench-" + "x" * 40,
@@ -213,8 +215,10 @@ def run_once(files: list[Path], n_workers: int, events: int,
             "print({'state': job.state, 'error': job.error, 'upload_s': t1 - t0, "
             "'total_s': t2 - t0, 'bundle': b.pk})\n")
         load = os.getloadavg()
-        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True,
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
                              capture_output=True, text=True)
+        if out.returncode:  # say why (the upload's own traceback), not only that it failed
+            raise RuntimeError(f"the upload step failed:\n{out.stderr[-4000:]}")
         res = eval(out.stdout.strip().splitlines()[-1])  # noqa: S307 - our own dict literal
         res["loadavg_start"] = [round(x, 2) for x in load]
         res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -91,8 +91,11 @@ class SeaweedFS:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def start(*, bucket: str = BUCKET, timeout: float = 60.0) -> SeaweedFS:
-    """Start ``weed server -s3`` on free loopback ports; returns once the bucket exists."""
+def start(*, bucket: str = BUCKET, timeout: float = 60.0, max_volumes: int = 50) -> SeaweedFS:
+    """Start ``weed server -s3`` on free loopback ports; returns once the bucket exists.
+
+    It stores at most ``max_volumes`` volumes of 64 MB (3.2 GB by default, plenty for the
+    tests); a benchmark storing gigabytes asks for more."""
     directory = Path(tempfile.mkdtemp(prefix="blkreview-seaweedfs-"))
     (directory / "data").mkdir()
     config = directory / "s3.json"
@@ -105,7 +108,7 @@ def start(*, bucket: str = BUCKET, timeout: float = 60.0) -> SeaweedFS:
     cmd = [weed_binary(), "server", "-dir", str(directory / "data"),
            "-ip", "127.0.0.1", "-ip.bind", "127.0.0.1",
            "-master.port", str(master), "-master.port.grpc", str(grpc[0]),
-           "-master.volumeSizeLimitMB", "64", "-volume.max", "50",
+           "-master.volumeSizeLimitMB", "64", "-volume.max", str(max_volumes),
            "-volume.port", str(volume), "-volume.port.grpc", str(grpc[1]),
            "-filer", "-filer.port", str(filer), "-filer.port.grpc", str(grpc[2]),
            "-s3", "-s3.port", str(s3), "-s3.port.grpc", str(grpc[3]), "-s3.config", str(config),
