@@ -343,15 +343,8 @@ class EventTable:
         Written by :func:`write_npz` (deflate level 1, column by column in chunks), which
         ``np.load`` and :meth:`load` read like any ``np.savez_compressed`` file.
         """
-        header = {
-            "version": 1,
-            "comms": self.comms,
-            "devices": [d.to_json() for d in self.devices.values()],
-            "time_known": self.time_known,
-            "meta": self.meta,
-        }
         arrays = dict(self.columns())
-        arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+        arrays["__header__"] = table_header(self.comms, self.devices, self.time_known, self.meta)
         write_npz(target, arrays.items())
 
     @classmethod
@@ -380,6 +373,22 @@ class EventTable:
 NPZ_CHUNK_BYTES = 16 << 20
 
 
+def table_header(comms: Sequence[str], devices: Mapping[int, DeviceInfo], time_known: bool,
+                 meta: Mapping[str, Any]) -> npt.NDArray[np.uint8]:
+    """The ``__header__`` member of a stored table (JSON as bytes): what :meth:`EventTable.load`
+    reads besides the columns. One function, so a table written in chunks from a column store
+    (:mod:`workers.traces.columnstore`) carries exactly the header :meth:`EventTable.save`
+    writes."""
+    header = {
+        "version": 1,
+        "comms": list(comms),
+        "devices": [d.to_json() for d in devices.values()],
+        "time_known": time_known,
+        "meta": dict(meta),
+    }
+    return np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+
+
 def write_npz(target: str | os.PathLike[str] | IO[bytes],
               arrays: Iterable[tuple[str, npt.NDArray[Any]]], *, level: int = 1) -> None:
     """An .npz (a zip of ``NAME.npy`` members) that ``np.load`` reads like the output of
@@ -391,18 +400,41 @@ def write_npz(target: str | os.PathLike[str] | IO[bytes],
     (measured on ``realistic_table``, see docs/deploy.md), and each array is written in
     :data:`NPZ_CHUNK_BYTES` slices of its own buffer.
     """
+    def members() -> Iterable[tuple[str, np.dtype[Any], int, Iterable[npt.NDArray[Any]]]]:
+        for name, arr in arrays:
+            a = np.ascontiguousarray(arr).reshape(-1)
+            step = max(1, NPZ_CHUNK_BYTES // max(1, a.dtype.itemsize))
+            yield name, a.dtype, len(a), (a[i:i + step] for i in range(0, len(a), step))
+
+    write_npz_chunks(target, members(), level=level)
+
+
+def write_npz_chunks(target: str | os.PathLike[str] | IO[bytes],
+                     members: Iterable[tuple[str, np.dtype[Any], int,
+                                             Iterable[npt.NDArray[Any]]]],
+                     *, level: int = 1) -> None:
+    """:func:`write_npz` for 1-D arrays given as ``(name, dtype, length, chunks)``: each member
+    is deflated as its chunks arrive, so a table bigger than memory (a column store, read a
+    slice at a time) is written as the same .npz bytes :meth:`EventTable.save` writes for it.
+    """
     import zipfile
 
     with zipfile.ZipFile(target, mode="w", compression=zipfile.ZIP_DEFLATED,  # type: ignore[arg-type]
                          compresslevel=level, allowZip64=True) as zf:
-        for name, arr in arrays:
-            a = np.ascontiguousarray(arr)
+        for name, dtype, length, chunks in members:
             with zf.open(name + ".npy", mode="w", force_zip64=True) as fp:
-                np.lib.format.write_array_header_1_0(
-                    fp, np.lib.format.header_data_from_array_1_0(a))  # type: ignore[arg-type]
-                flat = a.reshape(-1).view(np.uint8) if a.size else a.view(np.uint8)
-                for start in range(0, len(flat), NPZ_CHUNK_BYTES):
-                    fp.write(flat[start:start + NPZ_CHUNK_BYTES].data)
+                np.lib.format.write_array_header_1_0(fp, {  # type: ignore[arg-type]
+                    "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                    "fortran_order": False, "shape": (int(length),)})
+                written = 0
+                for chunk in chunks:
+                    c = np.ascontiguousarray(chunk, dtype=dtype).reshape(-1)
+                    written += len(c)
+                    flat = c.view(np.uint8)
+                    for start in range(0, len(flat), NPZ_CHUNK_BYTES):
+                        fp.write(flat[start:start + NPZ_CHUNK_BYTES].data)
+                if written != length:
+                    raise ValueError(f"{name}: {written} rows written, {length} declared")
 
 
 # --- RWBS text <-> bits ---------------------------------------------------------------------
