@@ -18,7 +18,7 @@ import os
 import struct
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from workers.events import EventTable
 from workers.traces._registry import ParsedPart, parse_part
@@ -108,24 +108,32 @@ def _raw_to_json(raw: Any) -> dict[str, Any] | None:
             "version": raw.version, "big_endian": raw.big_endian, "genesis": raw.genesis}
 
 
-def part_to_bytes(part: ParsedPart) -> bytes:
-    """A parsed part as bytes (its EventTable as .npz, the rest as JSON), for storage."""
+def _part_header(part: ParsedPart) -> bytes:
     header = {"name": part.name, "fmt": part.fmt, "binary": part.binary,
               "summary_kind": part.summary_kind, "rows": part.rows,
               "warnings": list(part.warnings), "raw": _raw_to_json(part.raw),
               "table": part.table is not None}
     head = json.dumps(header).encode()
-    table = part.table.to_bytes() if part.table is not None else b""
-    return _MAGIC + struct.pack("<Q", len(head)) + head + table
+    return _MAGIC + struct.pack("<Q", len(head)) + head
 
 
-def part_from_bytes(data: bytes) -> ParsedPart:
-    """The inverse of :func:`part_to_bytes`."""
-    if data[:8] != _MAGIC:
-        raise ValueError("not a parsed shard")
-    (n,) = struct.unpack("<Q", data[8:16])
-    header = json.loads(data[16:16 + n].decode())
-    table = EventTable.load(io.BytesIO(data[16 + n:])) if header["table"] else None
+def write_part(part: ParsedPart, fh: IO[bytes]) -> None:
+    """A parsed part into an open binary file: a JSON header, then its EventTable as .npz
+    (:meth:`EventTable.save`, written column by column in chunks: no bytes copy of the whole
+    part). The shard task writes it to a local file and streams that to storage."""
+    fh.write(_part_header(part))
+    if part.table is not None:
+        part.table.save(fh)
+
+
+def part_to_bytes(part: ParsedPart) -> bytes:
+    """A parsed part as bytes (:func:`write_part` into memory; small parts and tests)."""
+    buf = io.BytesIO()
+    write_part(part, buf)
+    return buf.getvalue()
+
+
+def _part_from_header(header: dict[str, Any], table: EventTable | None) -> ParsedPart:
     raw = None
     if header["raw"] is not None:
         from workers.traces.blktrace_bin import RawBlktrace
@@ -141,3 +149,107 @@ def part_from_bytes(data: bytes) -> ParsedPart:
     return ParsedPart(header["name"], header["fmt"], table=table, binary=header["binary"],
                       raw=raw, summary_kind=header["summary_kind"], rows=header["rows"],
                       warnings=list(header["warnings"]))
+
+
+def _read_header(fh: IO[bytes]) -> dict[str, Any]:
+    if fh.read(8) != _MAGIC:
+        raise ValueError("not a parsed shard")
+    (n,) = struct.unpack("<Q", fh.read(8))
+    header: dict[str, Any] = json.loads(fh.read(n).decode())
+    return header
+
+
+def part_from_bytes(data: bytes) -> ParsedPart:
+    """The inverse of :func:`part_to_bytes`."""
+    return read_part(io.BytesIO(data))
+
+
+def read_part(source: str | os.PathLike[str] | IO[bytes]) -> ParsedPart:
+    """A whole part from a file written by :func:`write_part` (or an open binary file)."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as fh:
+            return read_part(fh)
+    header = _read_header(source)
+    table = EventTable.load(source) if header["table"] else None
+    return _part_from_header(header, table)
+
+
+class PartFile:
+    """A part file on local disk read without loading its table: the header (PROCESS notes,
+    messages, genesis: small) at once, the columns as streams of row chunks decompressed from
+    the .npz members (:meth:`columns`). What the chunked merge
+    (:mod:`workers.traces.streammerge`) reads; :meth:`load` is the whole :class:`ParsedPart`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        with open(self.path, "rb") as fh:
+            self.header = _read_header(fh)
+            self.offset = fh.tell()
+        self.name: str = self.header["name"]
+        self.fmt: str = self.header["fmt"]
+        self.binary: bool = bool(self.header["binary"])
+        self.summary_kind: str | None = self.header["summary_kind"]
+        self.warnings: list[str] = list(self.header["warnings"])
+        self.raw: dict[str, Any] | None = self.header["raw"]
+        self.events = 0
+        if self.header["table"]:
+            with self.columns(["time_ns"]) as cols:
+                self.events = cols["time_ns"].rows
+
+    def load(self) -> ParsedPart:
+        return read_part(self.path)
+
+    def columns(self, names: Sequence[str]) -> _ColumnStreams:
+        """A context manager: ``{name: reader}``, each reader's ``read(n)`` the next ``n``
+        rows of that column (fewer at its end)."""
+        return _ColumnStreams(self.path, self.offset, names)
+
+
+class _ColumnReader:
+    def __init__(self, fp: IO[bytes]) -> None:
+        from workers.traces.columnstore import read_npy_header
+
+        self.fp = fp
+        shape, self.dtype = read_npy_header(fp)
+        self.rows = int(shape[0]) if shape else 1
+        self.pos = 0
+
+    def read(self, n: int) -> Any:
+        import numpy as np
+
+        n = max(0, min(int(n), self.rows - self.pos))
+        want = n * self.dtype.itemsize
+        buf = bytearray(want)
+        view = memoryview(buf)
+        got = 0
+        while got < want:
+            k = self.fp.readinto(view[got:]) if hasattr(self.fp, "readinto") else 0
+            if not k:
+                chunk = self.fp.read(want - got)
+                if not chunk:
+                    raise ValueError("part column truncated")
+                view[got:got + len(chunk)] = chunk
+                k = len(chunk)
+            got += k
+        self.pos += n
+        return np.frombuffer(buf, dtype=self.dtype)
+
+
+class _ColumnStreams:
+    def __init__(self, path: Path, offset: int, names: Sequence[str]) -> None:
+        self.path, self.offset, self.names = path, offset, list(names)
+
+    def __enter__(self) -> dict[str, _ColumnReader]:
+        import zipfile
+
+        self._fh = open(self.path, "rb")  # noqa: SIM115 (closed in __exit__)
+        self._zf = zipfile.ZipFile(self._fh)
+        self._members = [self._zf.open(n + ".npy") for n in self.names]
+        return {n: _ColumnReader(m) for n, m in zip(self.names, self._members, strict=True)}
+
+    def __exit__(self, *exc: object) -> None:
+        for m in self._members:
+            m.close()
+        self._zf.close()
+        self._fh.close()
