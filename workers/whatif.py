@@ -116,6 +116,8 @@ def unexercised(field: str, stack: Any, bios: Any) -> str:
         return "no md raid1 in the stack"
     if field == "raid10_chunk_limit" and "raid10" not in kinds:
         return "no md raid10 in the stack"
+    if field == "raid0_split" and "raid0" not in kinds:
+        return "no md raid0 in the stack"
     if field == "raid0_discard":
         if "raid0" not in kinds:
             return "no raid0 in the stack"

@@ -88,7 +88,7 @@ NRF = 15
 NS = 19
 # policy codes
 (POL_HEAD, POL_CLEARED, POL_ORDER, POL_CAND, POL_CHECK, POL_MAXCNT, POL_STEP, POL_THINK,
- POL_UNPLUG) = range(9)
+ POL_UNPLUG, POL_R0MAP) = range(10)
 ORDER_FIFO_SORTED, ORDER_LIFO, ORDER_FIFO = 0, 1, 2
 CAND_SCAN, CAND_NEWEST, CAND_OLDEST = 0, 1, 2
 # node codes
@@ -1033,6 +1033,23 @@ def _mq_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, HU: An
 
 
 @_jit
+def _raid0_map_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any, S: Any,
+                      L: Any, MEM: Any, EV: Any, POL: Any, b: int) -> None:
+    """``raid0_map_submit_bio`` (single zone): map_sector, A, submit to the member; the md bio
+    is then consumed (Python twin: Engine._raid0_map_submit)."""
+    node = B[b, B_NODE]
+    c = L[node, L_CHUNK]
+    n = L[node, L_NMEM]
+    sec = B[b, B_SEC]
+    piece = _new_piece(B, P, FP, S, b)
+    idx = (sec // c) % n
+    msec = (sec // (c * n)) * c + sec % c + L[node, L_DOFF]
+    _remap(B, FB, P, U, S, L, EV, POL, b, MEM[node, idx], msec, B[b, B_NR], piece)
+    _release(B, P, FP, U, T, UT, H, S, L, EV, POL, b, S[S_NOW])
+    _release_slot(FB, S, S_BFREE, b)
+
+
+@_jit
 def _md_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any, S: Any,
                L: Any, MEM: Any, EV: Any, POL: Any, b: int) -> None:
     b = _split_to_limits(B, FB, P, U, S, L, EV, POL, b)
@@ -1043,33 +1060,47 @@ def _md_submit(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, H: Any
     n = L[node, L_NMEM]
     left = c - B[b, B_SEC] % c
     if left < B[b, B_NR]:
-        b = _personality_split(B, FB, P, U, S, L, EV, POL, b, left)
+        if L[node, L_KIND] == KIND_RAID0 and POL[POL_R0MAP] and B[b, B_NR] - left <= c:
+            # raid0_make_request since 319ff40a5427 (Python twin: Engine.raid0_request): the
+            # remainder is mapped and submitted to its member first, then the front
+            sec = B[b, B_SEC]
+            front = _new_bio(B, FB, S, node, sec, left, B[b, B_OP], B[b, B_RWBS],
+                             B[b, B_FLAGS], B[b, B_UNIT], B[b, B_UP], B[b, B_OFF], B[b, B_SEG],
+                             B[b, B_PID], 0)
+            _count(B, P, U, front)
+            B[b, B_SEC] = sec + left
+            B[b, B_NR] -= left
+            B[b, B_OFF] += left << 9
+            B[b, B_FRESH] = 0
+            _raid0_map_submit(B, FB, P, FP, U, T, UT, H, S, L, MEM, EV, POL, b)
+            b = front
+        else:
+            b = _personality_split(B, FB, P, U, S, L, EV, POL, b, left)
+    if L[node, L_KIND] != KIND_RAID5:
+        _raid0_map_submit(B, FB, P, FP, U, T, UT, H, S, L, MEM, EV, POL, b)
+        return
     sec = B[b, B_SEC]
     piece = _new_piece(B, P, FP, S, b)
     doff = L[node, L_DOFF]
-    if L[node, L_KIND] == KIND_RAID5:
-        data = n - 1
-        chunk_number = sec // c
-        off = sec % c
-        stripe = chunk_number // data
-        dd = chunk_number % data
-        lay = L[node, L_LAYOUT]
-        if lay == 0 or lay == 1:
-            pd = data - stripe % n
-        else:
-            pd = stripe % n
-        if lay == 0 or lay == 3:
-            disk = (pd + 1 + dd) % n
-        else:
-            disk = dd + 1 if dd >= pd else dd
-        msec = stripe * c + off + doff
-        _remap(B, FB, P, U, S, L, EV, POL, b, MEM[node, disk], msec, B[b, B_NR], piece)
-        if B[b, B_OP] == 1:
-            _remap(B, FB, P, U, S, L, EV, POL, b, MEM[node, pd], msec, B[b, B_NR], piece)
+    # raid5 reads (writes go through the Python engine's stripe cache)
+    data = n - 1
+    chunk_number = sec // c
+    off = sec % c
+    stripe = chunk_number // data
+    dd = chunk_number % data
+    lay = L[node, L_LAYOUT]
+    if lay == 0 or lay == 1:
+        pd = data - stripe % n
     else:
-        idx = (sec // c) % n
-        msec = (sec // (c * n)) * c + sec % c + doff
-        _remap(B, FB, P, U, S, L, EV, POL, b, MEM[node, idx], msec, B[b, B_NR], piece)
+        pd = stripe % n
+    if lay == 0 or lay == 3:
+        disk = (pd + 1 + dd) % n
+    else:
+        disk = dd + 1 if dd >= pd else dd
+    msec = stripe * c + off + doff
+    _remap(B, FB, P, U, S, L, EV, POL, b, MEM[node, disk], msec, B[b, B_NR], piece)
+    if B[b, B_OP] == 1:
+        _remap(B, FB, P, U, S, L, EV, POL, b, MEM[node, pd], msec, B[b, B_NR], piece)
     _release(B, P, FP, U, T, UT, H, S, L, EV, POL, b, S[S_NOW])
     _release_slot(FB, S, S_BFREE, b)
 
@@ -1264,7 +1295,8 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
                     {"fifo_sorted": 0, "lifo": 1, "fifo": 2}[policy.plug_order],
                     {"scan": 0, "newest": 1, "oldest": 2}[policy.plug_merge_candidate],
                     0 if policy.plug_flush_check == "newest" else 1, policy.max_plug_count,
-                    step_ns, think_ns, policy.unplug_trace == "always"], dtype=np.int64)
+                    step_ns, think_ns, policy.unplug_trace == "always",
+                    policy.raid0_split == "map_both"], dtype=np.int64)
     nb = len(sector)
     units = np.asarray(units, dtype=np.int64).reshape(-1, 3)
     threads = np.asarray(threads, dtype=np.int64).reshape(-1, 3)

@@ -36,6 +36,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "unplug_trace": ("always", "not_direct"),
     "md_read_balance": ("scan", "first_idle"),
     "raid10_chunk_limit": ("off", "on"),
+    "raid0_split": ("resubmit", "map_both"),
 }
 
 #: Old spellings still accepted (stored comparisons and scripts may carry them): field -> old -> new.
@@ -87,6 +88,16 @@ class Policy:
             ``bio_split_to_limits`` already splits at chunk boundaries; ``off``: md splits at
             max_sectors and ``raid10_make_request`` then at the chunk, which leaves short
             pieces when max_sectors is not a multiple of the chunk.
+        raid0_split: what ``raid0_make_request`` does with the remainder when a bio crosses a
+            chunk boundary: ``resubmit`` (f00d7c85be9e "md/raid0: fix up bio splitting", v4.14:
+            the remainder goes back to ``submit_bio_noacct`` and is mapped after the front's
+            member bio was issued) or ``map_both`` (319ff40a5427 "md/raid0: Fix performance
+            regression for large sequential writes", v6.6 and stable 5.15.132 / 6.1.53:
+            ``raid0_map_submit_bio`` maps the remainder first, then the front, both onto the
+            bio list before the next bio of the md device). Only where such a bio reaches
+            raid0, i.e. md's ``chunk_sectors`` is 0 and ``max_sectors`` one chunk (up to 6.16;
+            from 6.17 raid0 sets ``chunk_sectors`` and ``bio_split_to_limits`` already cuts at
+            chunks, so 6.18's switch to ``bio_submit_split_bioset`` is no change point here).
         name: the preset label this policy came from (not a behaviour).
     """
 
@@ -107,6 +118,7 @@ class Policy:
     unplug_trace: str = "always"
     md_read_balance: str = "first_idle"
     raid10_chunk_limit: str = "on"
+    raid0_split: str = "map_both"
     name: str = "custom"
 
     def __post_init__(self) -> None:

@@ -771,8 +771,22 @@ class Engine:
             return
         left = c - bio.sector % c
         if left < bio.nr:
-            bio = self._personality_split(bio, left)
-        idx, msec = raid0_map(bio.sector, c, sizes, node.layout or "orig")
+            if self.policy.raid0_split == "map_both" and bio.nr - left <= c:
+                # 319ff40a5427: bio_split + bio_chain, then raid0_map_submit_bio(mddev, bio)
+                # maps the remainder (at most one chunk: md's limits cap bios at a chunk)
+                # straight to its member, and only then the front
+                front = bio.piece(left)
+                self._count(front)
+                bio.advance(left)
+                self._raid0_map_submit(node, bio, sizes)
+                bio = front
+            else:
+                bio = self._personality_split(bio, left)
+        self._raid0_map_submit(node, bio, sizes)
+
+    def _raid0_map_submit(self, node: Node, bio: Bio, sizes: list[int]) -> None:
+        """``raid0_map_submit_bio``: ``map_sector`` to a member, A, ``submit_bio_noacct``."""
+        idx, msec = raid0_map(bio.sector, node.chunk_sectors, sizes, node.layout or "orig")
         piece = self._piece(node, bio)
         self._remap(node, bio, node.members[idx], msec + node.data_offset, bio.nr, piece)
         self._release(bio, self.now)
