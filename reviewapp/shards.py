@@ -46,6 +46,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -206,11 +207,19 @@ def _report(job: Any, events: int) -> None:
 
 
 def _store(job_id: int, attempt: int, file_id: int, part: Any, partials: Any) -> None:
+    """The part goes to storage from a local file (:func:`workers.traces.shards.write_part`):
+    its .npz is never a bytes copy in memory beside the parsed table."""
+    import tempfile
+
     from reviewapp import storage
-    from workers.traces.shards import part_to_bytes
+    from workers.traces.shards import write_part
 
     storage.save_bytes(partial_name(job_id, attempt, file_id), io.BytesIO(partials.to_bytes()))
-    storage.save_bytes(part_name(job_id, attempt, file_id), io.BytesIO(part_to_bytes(part)))
+    with tempfile.NamedTemporaryFile(prefix="blkreview-part-", suffix=".part") as fh:
+        write_part(part, fh)
+        fh.flush()
+        fh.seek(0)
+        storage.save_bytes(part_name(job_id, attempt, file_id), fh)
 
 
 def _parse(f: Any, path: Any, manifest: Any, strict: bool, anchor: int | None) -> tuple[Any, Any]:
@@ -281,18 +290,21 @@ def claim_merge(job: Any) -> bool:
 
 
 def collect(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequence[Any],
-            anchor: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The callback's part: every shard's part and partials, by file name.
+            workdir: Path, stack: contextlib.ExitStack, anchor: int | None = None
+            ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The callback's part: every shard's part file and partials, by file name.
 
-    A part in storage is read; a file nobody holds is claimed and parsed here (its shard task
-    failed or has not run); a file another worker holds is waited for until its lease ends.
-    ``paths`` are this worker's local copies of ``files`` (ingest needs them all anyway).
-    Claims stay until their lease ends, so a shard task delivered late does nothing. The parts
-    are deleted when the caller leaves the ``finally`` of :func:`cleanup`.
+    Parts are :class:`workers.traces.shards.PartFile` on this host's disk, read in chunks by
+    the merge: a part in storage is streamed to a local file (``storage.local_copy``, held
+    open by ``stack``); a file nobody holds is claimed and parsed here (its shard task failed
+    or has not run) and its part written under ``workdir``; a file another worker holds is
+    waited for until its lease ends. ``paths`` are this worker's local copies of ``files``
+    (the merge needs them all anyway). Claims stay until their lease ends, so a shard task
+    delivered late does nothing. The parts are deleted from storage by :func:`cleanup`.
     """
     from reviewapp import storage
     from workers.analyzers.partial import Partials
-    from workers.traces.shards import part_from_bytes
+    from workers.traces.shards import PartFile, write_part
 
     r = _redis()
     shard_files = shardable_files(files)
@@ -309,8 +321,7 @@ def collect(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequence[Any
         for f in list(pending):
             name = part_name(job.pk, attempt, f.pk)
             if storage.default_storage.exists(name):
-                with storage.default_storage.open(name, "rb") as fh:
-                    parsed[f.name] = part_from_bytes(fh.read())
+                parsed[f.name] = PartFile(stack.enter_context(storage.local_copy(name)))
                 with contextlib.suppress(OSError, ValueError, KeyError):
                     with storage.default_storage.open(partial_name(job.pk, attempt, f.pk),
                                                       "rb") as fh:
@@ -320,8 +331,12 @@ def collect(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequence[Any
                     manifest, strict = _manifest(files, bool(job.bundle.strict))
                     have_manifest = True
                 try:
-                    parsed[f.name], partials[f.name] = _parse(f, local[f.pk], manifest, strict,
-                                                              anchor)
+                    part, partials[f.name] = _parse(f, local[f.pk], manifest, strict, anchor)
+                    out = workdir / f"{f.pk}.part"
+                    with open(out, "wb") as fh:
+                        write_part(part, fh)
+                    del part
+                    parsed[f.name] = PartFile(out)
                     log.info("parsed shard %s of job %s (attempt %s) in the callback", f.name,
                              job.pk, attempt)
                 except Exception:
@@ -337,6 +352,28 @@ def collect(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequence[Any
         if pending and not progress:
             time.sleep(0.2)
     return parsed, partials
+
+
+def merge(*, paths: Sequence[Any], names: Sequence[str], strict: bool, parts: dict[str, Any],
+          workdir: Path) -> Any:
+    """The merged bundle: a :class:`workers.traces.streammerge.StoredIngest` (the table in a
+    column store under ``workdir``, merged a chunk at a time) when the bundle is per-file
+    binary traces in time order, else ``ingest(parsed=...)``'s :class:`Ingest` in memory with
+    the parts loaded whole (text traces, archives, a file out of time order, a file without a
+    part: rare in a bundle big enough to shard). Either is the single-task result."""
+    from workers.traces import ingest
+    from workers.traces.streammerge import NotMergeable, ingest_stored
+
+    try:
+        stored = ingest_stored(paths, names=names, strict=strict, parts=parts,
+                               out=workdir / "table")
+    except NotMergeable as exc:
+        log.warning("chunked merge not possible (%s): merging in memory", exc)
+        stored = None
+    if stored is not None:
+        return stored
+    return ingest(paths, names=names, strict=strict,
+                  parsed={k: p.load() for k, p in parts.items()})
 
 
 def cleanup(*, job: Any, files: Sequence[Any]) -> None:
@@ -362,13 +399,16 @@ def merged_partials(ing: Any, partials: dict[str, Any]) -> Any:
     bundle's genesis, so their grids move by ``-genesis`` (text parts keep their times and
     carry no grid). Files the merge skipped (a blkparse text copy of a binary trace in the
     bundle) are left out; anything else that does not add up is refused by ``analyze``'s row
-    checks, which then compute from the table."""
+    checks, which then compute from the table. ``ing`` is an ``Ingest`` or a ``StoredIngest``
+    (whose table is in time order: its first time is its earliest)."""
     from workers.analyzers.partial import merge_partials
 
     if not partials:
         return None
     skipped = {r.name for r in getattr(ing, "files", []) if getattr(r, "error", None)}
-    genesis = int((ing.table.meta or {}).get("genesis_ns") or 0)
+    store = getattr(ing, "store", None)
+    meta = (store.meta if store is not None else ing.table.meta) or {}
+    genesis = int(meta.get("genesis_ns") or 0)
     chosen = []
     for name, p in partials.items():
         if name in skipped:
@@ -376,9 +416,14 @@ def merged_partials(ing: Any, partials: dict[str, Any]) -> Any:
         binary = p.grid is not None
         chosen.append(p.shifted(-genesis) if binary else p)
     merged = merge_partials(chosen)
-    t = ing.table.time_ns
-    fits = (merged.grid is not None and len(t) > 0
-            and merged.grid.anchor_ns == int(t.min()))
+    if store is not None:
+        rows = len(store)
+        t_min = int(store.column("time_ns", 0, 1)[0]) if rows else None
+    else:
+        t = ing.table.time_ns
+        rows = len(t)
+        t_min = int(t.min()) if rows else None
+    fits = merged.grid is not None and rows > 0 and merged.grid.anchor_ns == t_min
     log.info("partials of %d files merged (%d events of %d); throughput bins from the shards: "
-             "%s", len(chosen), merged.events, len(t), "yes" if fits else "no")
+             "%s", len(chosen), merged.events, rows, "yes" if fits else "no")
     return merged

@@ -19,12 +19,13 @@ are written in one transaction, so a failed job leaves no half-written results.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from celery import Task
@@ -207,6 +208,7 @@ def _analyze(job: Any, attempt: int, *, sharded: dict[str, Any] | None = None) -
         jobs.job_mark_failed(job_id=job_id, error="the bundle has no files", attempt=attempt)
         return "failed"
     events_name = ""
+    keep = contextlib.ExitStack()  # the merge's work directory: column store, events file
     try:
         _pause()
         with contextlib.ExitStack() as stack:
@@ -218,12 +220,19 @@ def _analyze(job: Any, attempt: int, *, sharded: dict[str, Any] | None = None) -
                 return "skipped"
             from workers.traces import ingest
 
-            parsed = partials = None
+            partials = None
+            names = [f.name for f in files]
             if sharded is not None:  # huge: the trace files were parsed by the chord
-                parsed, partials = shards.collect(job=job, attempt=attempt, files=files,
-                                                  paths=paths, anchor=sharded.get("anchor"))
-            ing = ingest(paths, names=[f.name for f in files], strict=job.bundle.strict,
-                         parsed=parsed)
+                work = Path(keep.enter_context(tempfile.TemporaryDirectory(
+                    prefix="blkreview-merge-")))
+                parts, partials = shards.collect(job=job, attempt=attempt, files=files,
+                                                 paths=paths, workdir=work, stack=stack,
+                                                 anchor=sharded.get("anchor"))
+                ing = shards.merge(paths=paths, names=names, strict=job.bundle.strict,
+                                   parts=parts, workdir=work)
+                del parts
+            else:
+                ing = ingest(paths, names=names, strict=job.bundle.strict)
         metrics.observe_ingest(nbytes=sum(f.size for f in files),
                                events=sum(int(getattr(r, "events", 0) or 0)
                                           for r in getattr(ing, "files", [])))
@@ -231,20 +240,25 @@ def _analyze(job: Any, attempt: int, *, sharded: dict[str, Any] | None = None) -
         if not jobs.job_progress(job_id=job_id, progress=60, message="analyzing",
                                  attempt=attempt):
             return "skipped"
-        from workers.analyzers import analyze
-
-        results = analyze(ing.table, summaries=getattr(ing, "summaries", None),
-                          partials=shards.merged_partials(ing, partials) if partials else None)
+        merged = shards.merged_partials(ing, partials) if partials else None
+        results = _analyze_ingest(ing, merged)
         results = json.loads(json.dumps(results))  # plain JSON (numpy scalars fail loudly here)
         _pause()
         name = storage.new_events_name(job.bundle_id)
         if not jobs.job_file_pending(job_id=job_id, attempt=attempt, name=name):
             return "skipped"
         jobs.job_progress(job_id=job_id, progress=85, message="storing results", attempt=attempt)
-        buf = io.BytesIO()
-        ing.table.save(buf)
-        buf.seek(0)
-        events_name = storage.save_bytes(name, buf)
+        # written to a local file, then streamed to storage: no copy of the .npz in memory
+        out = keep.enter_context(tempfile.NamedTemporaryFile(prefix="blkreview-events-",
+                                                             suffix=".npz"))
+        store = getattr(ing, "store", None)
+        if store is not None:
+            store.save_npz(out)
+        else:
+            ing.table.save(out)
+        out.flush()
+        out.seek(0)
+        events_name = storage.save_bytes(name, out)
         if events_name != name and not jobs.job_file_pending(job_id=job_id, attempt=attempt,
                                                               name=events_name):
             storage.delete_quietly(events_name)
@@ -281,6 +295,21 @@ def _analyze(job: Any, attempt: int, *, sharded: dict[str, Any] | None = None) -
         storage.delete_quietly(events_name)
         jobs.job_mark_failed(job_id=job_id, error=INTERNAL_ERROR, attempt=attempt)
         return "failed"
+    finally:
+        keep.close()
+
+
+def _analyze_ingest(ing: Any, partials: Any) -> dict[str, Any]:
+    """``analyze`` of an ``Ingest`` (the table in memory) or of a ``StoredIngest`` (the table
+    in a column store, from the chunked merge of a huge bundle)."""
+    from workers.analyzers import analyze
+
+    store = getattr(ing, "store", None)
+    summaries = getattr(ing, "summaries", None)
+    if store is None:
+        return analyze(ing.table, summaries=summaries, partials=partials)
+    # stand-in until workers.analyzers.stream lands: the whole table in memory
+    return analyze(store.to_table(), summaries=summaries, partials=partials)
 
 
 class ReportingTask(Task):

@@ -128,6 +128,10 @@ def test_chord_equals_single_task_and_reports_progress(chord_queue, client, monk
         raise AssertionError("recomputed from the table although the shards' partials fit")
     for name in ("size_stats", "time_series", "_action_counts"):
         monkeypatch.setattr(analyzers, name, never)
+    # the merge is the chunked one (workers.traces.streammerge into a column store), not
+    # ingest() holding every part in memory
+    import workers.traces as traces
+    monkeypatch.setattr(traces, "ingest", never)
     assert run_merge(job.pk, job.attempts, anchor=anchor, results=first + rest) == "succeeded"
     monkeypatch.undo()
     assert BundleResult.objects.get(bundle=bundle).data == single_pass(paths)
