@@ -150,7 +150,7 @@ def _run(args: argparse.Namespace, clock: _Clock) -> int:
             print(f"{len(kept)} bundle(s) exported to {args.export}")
             return 0 if kept else 1
         return run_matrix(args.matrix, args.out, only=args.only, accel=args.accel,
-                          progress=clock, kernels=args.kernel or None)
+                          progress=clock, kernels=args.kernel or None, warn=clock.failed)
     disk, overrides = parse_disk_args(args.disk)
     workloads = args.workload or ["dd bs=1M count=64 iflag=direct"]
     cases = [Case.make(_case_name(args.stack, w, i), args.stack, w, args.settings)
@@ -189,11 +189,11 @@ def _run(args: argparse.Namespace, clock: _Clock) -> int:
     done = 0
     if clock.bar is not None:
         clock.bar.stage("lab: starting", total=total, unit="captures")
-    for side, how in sides:
-        if how[0] == "local":
-            kernel = K.local_kernel(how[1], how[2])
-        else:
-            kernel = K.fetch_debian(how[1], progress=clock)
+    # every kernel is found (and checked bootable) before the first boots: a patched kernel
+    # the archive cannot boot fails now, not after the baseline's run
+    kernels = [K.local_kernel(how[1], how[2]) if how[0] == "local"
+               else K.fetch_debian(how[1], progress=clock) for _side, how in sides]
+    for (side, _how), kernel in zip(sides, kernels, strict=True):
         clock(f"kernel {kernel.version}: {kernel.source}")
         res = run_kernel(kernel, cases, args.out, disk=disk, disk_overrides=overrides,
                          accel=args.accel,

@@ -27,6 +27,17 @@ DEFAULT_SUITES = ("trixie", "trixie-updates", "trixie-backports", "sid")
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 _LIST_MAX_AGE_S = 12 * 3600
 _VERSION_RE = re.compile(r"^\d+\.\d+[\w.+~-]*$")
+#: packages of a split Debian kernel (sid/backports 6.19+: ``linux-image-<ver>`` is a metapackage
+#: over these) without which the lab cannot boot it: the image itself and its modules
+_BOOT_PARTS = ("linux-binary-", "linux-modules-")
+
+
+class KernelUnbootable(LabError):
+    """A kernel the lab cannot boot for any case (e.g. the archive lacks its modules package).
+
+    Raised before anything boots, so that a matrix run skips the kernel with one clear line
+    instead of booting it to find that virtio_blk, md and 9p are missing.
+    """
 
 
 @dataclass(frozen=True)
@@ -147,6 +158,10 @@ class PrivateApt:
             timeout=600)
         stamp.touch()
 
+    def show(self, package: str) -> str:
+        """``apt-cache show PACKAGE``: its control stanzas (one per version offered)."""
+        return run(["apt-cache", *self.options(), "show", package], what="apt-cache show")
+
     def pkgnames(self, prefix: str) -> list[str]:
         out = run(["apt-cache", *self.options(), "pkgnames", prefix], what="apt-cache pkgnames")
         return sorted(set(out.split()))
@@ -203,6 +218,55 @@ def resolve_version(spec: str, versions: list[str]) -> str:
                    + ", ".join(near))
 
 
+def depends_groups(control: str) -> list[list[str]]:
+    """The ``Depends`` of control stanzas as alternative groups of package names.
+
+    ``a (>= 1), b | c:any`` -> ``[["a"], ["b", "c"]]`` (version constraints and
+    architecture qualifiers dropped); several stanzas (versions) are concatenated.
+    """
+    groups: list[list[str]] = []
+    field_text = ""
+    for line in [*control.splitlines(), ""]:
+        if line[:1] in (" ", "\t") and field_text:
+            field_text += " " + line.strip()
+            continue
+        if field_text:
+            for group in field_text.split(","):
+                names = [re.split(r"[\s(:\[]", alt.strip(), maxsplit=1)[0]
+                         for alt in group.split("|")]
+                if any(names):
+                    groups.append([n for n in names if n])
+            field_text = ""
+        if line.lower().startswith(("depends:", "pre-depends:")):
+            field_text = line.partition(":")[2].strip()
+    return groups
+
+
+def missing_boot_packages(control: str, version: str, names: set[str]) -> list[str]:
+    """The image/modules packages ``linux-image-<version>`` depends on that the archive lacks.
+
+    Debian's split kernels (``linux-image-<ver>`` a metapackage over ``linux-binary-<ver>`` and
+    ``linux-modules-<ver>``) sometimes reach an archive with the modules package missing
+    (6.19.14+deb13 and 7.0.13+deb13 in trixie-backports): such a kernel boots without
+    virtio_blk, md or 9p, so the lab cannot use it. ``control`` is ``apt-cache show`` of the
+    image package, ``names`` the package names the archive offers.
+    """
+    parts = tuple(f"{p}{version}" for p in _BOOT_PARTS)
+    missing: list[str] = []
+    for group in depends_groups(control):
+        wanted = [n for n in group if n in parts]
+        if wanted and not any(n in names for n in group):
+            missing.extend(n for n in wanted if n not in missing)
+    return missing
+
+
+def _unbootable(version: str, missing: list[str], image_pkg: str) -> KernelUnbootable:
+    return KernelUnbootable(
+        f"kernel {version} cannot boot in the lab: the Debian archive offers {image_pkg} but "
+        f"not {', '.join(missing)}, which it depends on (its virtio, md, dm and 9p drivers are "
+        "modules); pick another version (--list-kernels)")
+
+
 def _find_image(root: Path, version: str) -> Path | None:
     for cand in (root / "boot" / f"vmlinuz-{version}",
                  root / "usr/lib/modules" / version / "vmlinuz",
@@ -224,6 +288,8 @@ def fetch_debian(spec: str, *, apt: PrivateApt | None = None,
     """A Debian kernel by version, downloaded and unpacked once into the cache.
 
     Raises:
+        KernelUnbootable: the archive lacks the kernel's modules package (checked before any
+            download), or an unpacked kernel has no modules directory.
         LabError: the version is not in the archive, or a download/unpack failed.
     """
     kroot = cache_dir() / "kernels"
@@ -233,7 +299,7 @@ def fetch_debian(spec: str, *, apt: PrivateApt | None = None,
         if (kroot / cand / "ok").exists():
             img = _find_image(done, cand)
             if img:
-                return Kernel(cand, img, _find_modules(done, cand), f"Debian package ({cand})")
+                return _debian_kernel(cand, img, done)
     apt = apt or PrivateApt()
     _say(progress, "kernel: updating the private package lists")
     apt.update()
@@ -242,11 +308,15 @@ def fetch_debian(spec: str, *, apt: PrivateApt | None = None,
     if (final / "ok").exists():
         img = _find_image(final / "root", version)
         if img:
-            return Kernel(version, img, _find_modules(final / "root", version),
-                          f"Debian package ({version})")
+            return _debian_kernel(version, img, final / "root")
+    names = set(apt.pkgnames("linux-"))
+    image_pkg = f"linux-image-{version}"
+    if image_pkg in names:
+        missing = missing_boot_packages(apt.show(image_pkg), version, names)
+        if missing:
+            raise _unbootable(version, missing, image_pkg)
     need_tool("dpkg-deb", "dpkg")
     tmp = atomic_dir(final)
-    names = set(apt.pkgnames("linux-"))
     packages = [p for p in (f"linux-image-{version}", f"linux-binary-{version}",
                             f"linux-modules-{version}") if p in names]
     for pkg in packages:
@@ -256,6 +326,11 @@ def fetch_debian(spec: str, *, apt: PrivateApt | None = None,
     img = _find_image(tmp / "root", version)
     if img is None:
         raise LabError(f"kernel {version}: no vmlinuz in {', '.join(packages)}")
+    if _find_modules(tmp / "root", version) is None:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise KernelUnbootable(f"kernel {version} cannot boot in the lab: no lib/modules/"
+                               f"{version}/kernel in {', '.join(packages)} (its virtio, md, dm "
+                               "and 9p drivers are modules); pick another version")
     shutil.rmtree(tmp / "debs", ignore_errors=True)
     (tmp / "ok").write_text(" ".join(packages) + "\n")
     if final.exists():
@@ -263,8 +338,17 @@ def fetch_debian(spec: str, *, apt: PrivateApt | None = None,
     tmp.rename(final)
     img = _find_image(final / "root", version)
     assert img is not None
-    return Kernel(version, img, _find_modules(final / "root", version),
-                  f"Debian package ({version})")
+    return _debian_kernel(version, img, final / "root")
+
+
+def _debian_kernel(version: str, image: Path, root: Path) -> Kernel:
+    """An unpacked Debian kernel; one without modules (unpacked by an older lab) cannot boot."""
+    mods = _find_modules(root, version)
+    if mods is None:
+        raise KernelUnbootable(f"kernel {version} cannot boot in the lab: its unpacked packages "
+                               f"({root}) hold no lib/modules/{version}/kernel (the archive "
+                               "lacks its modules package?); pick another version")
+    return Kernel(version, image, mods, f"Debian package ({version})")
 
 
 def bzimage_version(image: Path) -> str | None:

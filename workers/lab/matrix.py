@@ -120,12 +120,23 @@ def _merge_disk(spec: str) -> DiskSpec:
 
 def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: str = "auto",
                progress: Callable[[str], None] | None = None,
-               kernels: list[str] | None = None) -> int:
-    """Capture every cell not yet captured. Returns 0 when every cell has a bundle."""
-    from workers.lab.kernels import fetch_debian
+               kernels: list[str] | None = None,
+               warn: Callable[[str], None] | None = None) -> int:
+    """Capture every cell not yet captured. Returns 0 when every cell has a bundle.
+
+    ``progress`` gets every stage's line, ``warn`` (default: ``progress``) the lines that
+    must show even when progress is quiet: a failed boot, a skipped kernel.
+
+    A kernel the lab cannot boot (:class:`~workers.lab.kernels.KernelUnbootable`, e.g. the
+    archive lacks its modules package) is skipped before it boots, with one line
+    ``[<kernel>] skipped: ...`` and an entry in index.json's ``skipped``; it is no failure
+    (no case of it could ever run) and the other kernels are captured.
+    """
+    from workers.lab.kernels import KernelUnbootable, fetch_debian
     from workers.lab.runner import run_kernel
 
     say = progress or (lambda _t: None)
+    alert = warn or say
     m = load_matrix(path)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy2(path, out / "matrix.toml")
@@ -133,9 +144,18 @@ def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: s
     index_path = out / "index.json"
     index: dict[str, Any] = json.loads(index_path.read_text()) if index_path.exists() else {}
     cells = index.setdefault("cells", {})
+    skipped = index.setdefault("skipped", {})
     failures = 0
     for kspec in kernels or m.kernels:
-        kernel = fetch_debian(kspec, progress=say)
+        try:
+            kernel = fetch_debian(kspec, progress=say)
+        except KernelUnbootable as exc:
+            alert(f"[{kspec}] skipped: {exc}")
+            skipped[kspec] = str(exc)[:500]
+            _write_index(index_path, index)
+            continue
+        skipped.pop(kspec, None)
+        skipped.pop(kernel.version, None)
         for gi, (dspec, group) in enumerate(m.groups().items()):
             todo = [c for c in group
                     if (not pats or any(p.search(c.case.name) or p.search(kernel.version)
@@ -148,7 +168,7 @@ def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: s
                 res = run_kernel(kernel, [c.case for c in todo], out, disk=_merge_disk(dspec),
                                  accel=accel, progress=say, label=f"boot{gi}")
             except LabError as exc:
-                say(f"[{kernel.version}] boot failed: {exc}")
+                alert(f"[{kernel.version}] boot failed: {exc}")
                 failures += len(todo)
                 for c in todo:
                     cells[f"{kernel.version}/{c.case.name}"] = {
@@ -169,9 +189,17 @@ def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: s
                     "bundle": str(r.bundle.relative_to(out)) if r.bundle else None}
             say(f"[{kernel.version}] {len(todo)} case(s) in {time.monotonic() - t0:.0f} s "
                 f"({res.accel})")
-            index_path.write_text(json.dumps(index, indent=1, sort_keys=True))
-    index_path.write_text(json.dumps(index, indent=1, sort_keys=True))
+            _write_index(index_path, index)
+    _write_index(index_path, index)
     return 1 if failures else 0
+
+
+def _write_index(path: Path, index: dict[str, Any]) -> None:
+    """Replace index.json atomically: ``python -m workers fidelity`` may read it while a
+    matrix run is still capturing (its ``split`` marks the calibration cells)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(index, indent=1, sort_keys=True))
+    tmp.replace(path)
 
 
 def export_subset(src: Path, dest: Path, *, kernels: list[str] | None = None,

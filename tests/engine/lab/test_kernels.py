@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 
@@ -10,11 +11,15 @@ import pytest
 from workers.lab.host import LabError
 from workers.lab.kernels import (
     Archive,
+    KernelUnbootable,
     PrivateApt,
     available_versions,
     bzimage_version,
+    depends_groups,
+    fetch_debian,
     host_archive,
     local_kernel,
+    missing_boot_packages,
     resolve_version,
     sources_list_text,
 )
@@ -115,3 +120,95 @@ def test_local_build_version_from_the_bzimage_header(tmp_path: Path) -> None:
         local_kernel(tmp_path / "notakernel", None)
     with pytest.raises(LabError, match="not found"):
         local_kernel(tmp_path / "missing", None)
+
+
+# `apt-cache show` of two images as trixie-backports offered them on 2026-12-01 (Depends kept
+# whole, other fields trimmed): 6.19.14's modules package never reached the archive.
+SHOW_6_19 = """Package: linux-image-6.19.14+deb13-amd64
+Version: 6.19.14-1~bpo13+1
+Depends: dracut | initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool, kmod,
+ linux-base-6.19.14+deb13-amd64 (= 6.19.14-1~bpo13+1),
+ linux-binary-6.19.14+deb13-amd64 (= 6.19.14-1~bpo13+1),
+ linux-modules-6.19.14+deb13-amd64 (= 6.19.14-1~bpo13+1)
+Pre-Depends: linux-base (>= 4.12~)
+Suggests: grub-pc | grub-efi-amd64 | extlinux, linux-doc-6.19
+"""
+SHOW_6_1 = """Package: linux-image-6.1.0-57-amd64
+Version: 6.1.192-3
+Depends: kmod, linux-base (>= 4.3~), initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool
+Suggests: linux-doc-6.1, debian-kernel-handbook, grub-pc | grub-efi-amd64 | extlinux
+"""
+V619 = "6.19.14+deb13-amd64"
+
+
+def test_depends_groups_parse_alternatives_versions_and_folded_lines() -> None:
+    """Alternatives stay grouped; constraints, arch qualifiers, Suggests are dropped."""
+    assert depends_groups("Depends: a (>= 1), b | c:any\nSuggests: d\n") == [["a"], ["b", "c"]]
+    groups = depends_groups(SHOW_6_19)
+    assert ["dracut", "initramfs-tools", "linux-initramfs-tool"] in groups
+    assert [f"linux-modules-{V619}"] in groups and [f"linux-binary-{V619}"] in groups
+    assert ["linux-base"] in groups  # Pre-Depends counts too
+    assert not any("grub-pc" in g for g in groups)
+    assert depends_groups("Package: x\n") == []
+
+
+def test_missing_boot_packages_names_the_absent_modules_package() -> None:
+    """A split image whose modules package the archive lacks; an old one-package image."""
+    names = {f"linux-image-{V619}", f"linux-binary-{V619}", f"linux-base-{V619}"}
+    assert missing_boot_packages(SHOW_6_19, V619, names) == [f"linux-modules-{V619}"]
+    assert missing_boot_packages(SHOW_6_19, V619, names | {f"linux-modules-{V619}"}) == []
+    assert missing_boot_packages(SHOW_6_19, V619, {f"linux-image-{V619}"}) == [
+        f"linux-binary-{V619}", f"linux-modules-{V619}"]
+    assert missing_boot_packages(SHOW_6_1, "6.1.0-57-amd64", {"linux-image-6.1.0-57-amd64"}) \
+        == []
+
+
+class _SplitArchive:
+    """The archive's package data for a split kernel (data, not a service); downloading
+    anything fails the test: the check must come before any download."""
+
+    def __init__(self, names: list[str], show: str) -> None:
+        self.names, self.control = names, show
+        self.downloads: list[str] = []
+
+    def update(self, force: bool = False) -> None:
+        pass
+
+    def pkgnames(self, prefix: str) -> list[str]:
+        return [n for n in self.names if n.startswith(prefix)]
+
+    def show(self, package: str) -> str:
+        return self.control if package == f"linux-image-{V619}" else ""
+
+    def download(self, package: str, dest: Path) -> Path:
+        self.downloads.append(package)
+        raise AssertionError(f"downloaded {package}")
+
+
+def test_fetch_debian_refuses_a_kernel_without_modules_before_downloading(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """6.19.14: found, but its modules package is missing -> KernelUnbootable, nothing fetched."""
+    monkeypatch.setenv("BLKREVIEW_LAB_CACHE", str(tmp_path))
+    apt = _SplitArchive([f"linux-image-{V619}", f"linux-binary-{V619}"], SHOW_6_19)
+    v = re.escape(V619)
+    with pytest.raises(KernelUnbootable, match=rf"{v} cannot boot in the lab: .*offers "
+                       rf"linux-image-{v} but not linux-modules-{v}"):
+        fetch_debian("6.19.14+deb13", apt=apt)  # type: ignore[arg-type]
+    assert apt.downloads == []
+    assert not (tmp_path / "kernels" / V619).exists()
+
+
+def test_fetch_debian_refuses_a_cached_kernel_without_modules(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel unpacked by an older lab without its modules is not handed to a boot."""
+    monkeypatch.setenv("BLKREVIEW_LAB_CACHE", str(tmp_path))
+    kdir = tmp_path / "kernels" / V619
+    img = kdir / "root" / "usr/lib/modules" / V619 / "vmlinuz"
+    img.parent.mkdir(parents=True)
+    img.write_bytes(b"bz")
+    (kdir / "ok").write_text(f"linux-image-{V619} linux-binary-{V619}\n")
+    with pytest.raises(KernelUnbootable, match=re.escape(f"lib/modules/{V619}/kernel")):
+        fetch_debian(V619)
+    (img.parent / "kernel").mkdir()
+    k = fetch_debian(V619)
+    assert k.modules == img.parent and k.image == img

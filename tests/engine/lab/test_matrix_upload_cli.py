@@ -186,3 +186,56 @@ def test_export_subset_keeps_ok_small_matching_cells(tmp_path: Path) -> None:
     assert index["6.1.0-57-amd64/r5_a"]["bundle"] == "calibration/6.1.0-57-amd64/r5_a"
     with pytest.raises(LabError, match="no index.json"):
         export_subset(tmp_path / "nothing", dest)
+
+
+def _unbootable_in_cache(cache: Path, version: str) -> None:
+    """An unpacked Debian kernel whose modules package the archive lacked (image only)."""
+    kdir = cache / "kernels" / version
+    img = kdir / "root" / "usr/lib/modules" / version / "vmlinuz"
+    img.parent.mkdir(parents=True)
+    img.write_bytes(b"bz")
+    (kdir / "ok").write_text(f"linux-image-{version} linux-binary-{version}\n")
+
+
+def test_matrix_skips_an_unbootable_kernel_before_booting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A kernel without modules: one 'skipped' line (shown with --quiet too), listed in
+    index.json's ``skipped``, no cell, exit 0; no VM, no guest root (PATH holds no qemu)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BLKREVIEW_LAB_CACHE", str(cache))
+    monkeypatch.setenv("PATH", str(tmp_path / "nobin"))
+    for v in ("6.19.14+deb13-amd64", "7.0.13+deb13-amd64"):
+        _unbootable_in_cache(cache, v)
+    matrix = tmp_path / "m.toml"
+    matrix.write_text('kernels = ["6.19.14+deb13-amd64", "7.0.13+deb13-amd64"]\n'
+                      '[[case]]\nname="a"\nstack="disk"\nworkload="dd bs=1M count=1 '
+                      'iflag=direct"\n')
+    out = tmp_path / "out"
+    assert main(["lab", "--matrix", str(matrix), "--out", str(out), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "[6.19.14+deb13-amd64] skipped: kernel 6.19.14+deb13-amd64 cannot boot" in err
+    assert "[7.0.13+deb13-amd64] skipped:" in err
+    index = json.loads((out / "index.json").read_text())
+    assert index["cells"] == {}
+    assert sorted(index["skipped"]) == ["6.19.14+deb13-amd64", "7.0.13+deb13-amd64"]
+    assert "lib/modules/7.0.13+deb13-amd64/kernel" in index["skipped"]["7.0.13+deb13-amd64"]
+
+
+def test_compare_checks_both_kernels_before_the_first_boot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--baseline bootable, --patched unbootable: the error names the patched kernel before the
+    baseline boots (with PATH empty a boot would fail on qemu instead)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BLKREVIEW_LAB_CACHE", str(cache))
+    monkeypatch.setenv("PATH", str(tmp_path / "nobin"))
+    good = "6.18.15+deb13-amd64"
+    _unbootable_in_cache(cache, good)
+    (cache / "kernels" / good / "root" / "usr/lib/modules" / good / "kernel").mkdir()
+    _unbootable_in_cache(cache, "7.0.13+deb13-amd64")
+    assert main(["lab", "--baseline", good, "--patched", "7.0.13+deb13-amd64", "--accel", "tcg",
+                 "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "error: kernel 7.0.13+deb13-amd64 cannot boot in the lab" in err
+    assert "qemu" not in err
