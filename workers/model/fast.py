@@ -1296,7 +1296,8 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
                     {"scan": 0, "newest": 1, "oldest": 2}[policy.plug_merge_candidate],
                     0 if policy.plug_flush_check == "newest" else 1, policy.max_plug_count,
                     step_ns, think_ns, policy.unplug_trace == "always",
-                    policy.raid0_split == "map_both"], dtype=np.int64)
+                    policy.raid0_split == "map_both" and not stack.top.approximates],
+                   dtype=np.int64)
     nb = len(sector)
     units = np.asarray(units, dtype=np.int64).reshape(-1, 3)
     threads = np.asarray(threads, dtype=np.int64).reshape(-1, 3)

@@ -63,6 +63,11 @@ _KIND_ALIASES = {"bcache": "cache", "dm_linear": "dm-linear", "dm_stripe": "dm-s
                  "part": "partition", "mirror": "raid1", "raid4": "raid5"}
 
 
+def _approximated(kind: str, note: str | None) -> str:
+    """The kind a node stands in for when :func:`resolve_kind` approximated it, else ""."""
+    return _KIND_ALIASES.get(kind.strip().lower(), kind.strip().lower()) if note else ""
+
+
 def resolve_kind(kind: str) -> tuple[str, str | None]:
     """``(modelled kind, note)`` for a stack kind: the note says when it is an approximation.
 
@@ -109,6 +114,9 @@ class Node:
         device: service-model spec for :func:`workers.model.device.device_from_spec`.
         stripe_cache: raid4/5/6 ``stripe_cache_size`` (``/sys/block/mdX/md/``; md's default
             NR_STRIPES = 256 stripe_heads), how many 4 KiB rows the stripe cache keeps.
+        approximates: the stack kind this node stands in for (``dm-stripe`` modelled as
+            ``raid0``, :data:`APPROXIMATIONS`); "" for a kind the model has. Rules of one md
+            personality's own code (e.g. ``raid0_split``) are not applied to a stand-in.
     """
 
     dev: int
@@ -123,6 +131,7 @@ class Node:
     limits: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
     device: Any = field(default=None, compare=False, hash=False)
     stripe_cache: int = 256
+    approximates: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -575,7 +584,8 @@ def stack_from_spec(spec: str) -> Stack:
     sizes = (msize,) * n if msize > 0 else ()
     return Stack(Node(dev=make_dev(9, 0), name="md0", kind=kind, members=members,
                       chunk_sectors=chunk if kind != "raid1" else 0, data_offset=data_offset,
-                      layout=layout, sizes=sizes, failed=failed, limits=md_limits), notes)
+                      layout=layout, sizes=sizes, failed=failed, limits=md_limits,
+                      approximates=_approximated(text.partition(":")[0], note)), notes)
 
 
 def _int(text: Any, what: str) -> int:
@@ -688,7 +698,8 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
                 kind=kind, members=members, chunk_sectors=chunk if kind != "raid1" else 0,
                 data_offset=_int(st.get("data_offset_sectors", 0), "data_offset_sectors"),
                 layout=layout, sizes=sizes, failed=tuple(sorted(set(failed))), limits=lim(top),
-                stripe_cache=max(_int(st.get("stripe_cache_size", 256), "stripe_cache_size"), 1))
+                stripe_cache=max(_int(st.get("stripe_cache_size", 256), "stripe_cache_size"), 1),
+                approximates=_approximated(str(st.get("kind", "disk")), note))
     return Stack(node, notes)
 
 

@@ -771,10 +771,12 @@ class Engine:
             return
         left = c - bio.sector % c
         if left < bio.nr:
-            if self.policy.raid0_split == "map_both" and bio.nr - left <= c:
+            if self.policy.raid0_split == "map_both" and bio.nr - left <= c and \
+                    not node.approximates:
                 # 319ff40a5427: bio_split + bio_chain, then raid0_map_submit_bio(mddev, bio)
                 # maps the remainder (at most one chunk: md's limits cap bios at a chunk)
-                # straight to its member, and only then the front
+                # straight to its member, and only then the front (md raid0 only: dm-stripe,
+                # modelled as raid0, resubmits the rest from __split_and_process_bio)
                 front = bio.piece(left)
                 self._count(front)
                 bio.advance(left)

@@ -97,3 +97,16 @@ def test_fast_and_python_agree_on_many_unaligned_bios():
     for col in ("action", "dev", "sector", "nr_sectors", "time_ns"):
         assert np.array_equal(getattr(slow, col), getattr(fast, col)), col
     assert int(np.sum(slow.action == ACT_QUEUE)) > n
+
+
+@pytest.mark.parametrize("engine", ["python", "fast"])
+def test_dm_stripe_stand_in_keeps_resubmitting(engine):
+    """dm-stripe is modelled as raid0 but is not raid0.c: dm's ``__split_and_process_bio``
+    maps one target piece and resubmits the rest, so raid0_make_request's map_both is not
+    applied to the stand-in."""
+    stack = stack_from_spec(SPEC.replace("raid0:", "dm-stripe:"))
+    assert stack.top.approximates == "dm-stripe"
+    table = replay(BioStream.from_arrays([264], [248], rwbs=RWBS_READ), stack,
+                   preset_for_kernel("6.1.0-57-amd64"), engine=engine)
+    disk2, disk3 = (dev_str(stack.top.members[i].dev) for i in (2, 3))
+    assert _member_queue_order(table) == [(disk2, 264, 120), (disk3, 392, 120), (disk3, 384, 8)]
