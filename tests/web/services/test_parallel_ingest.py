@@ -277,3 +277,45 @@ def test_the_anchor_is_read_from_the_heads_of_the_traces_in_s3(s3_storage):
     assert storage.read_head(f.storage_name, 100) == (DEMO / "k72_W1b" / f.name).read_bytes()[:100]
     anchor = shards.bundle_anchor(list(bundle.files.all()))
     assert anchor == ingest(paths, names=[p.name for p in paths]).table.meta["genesis_ns"]
+
+
+def test_the_merge_falls_back_to_ingest_in_memory_when_a_part_is_out_of_time_order(tmp_path):
+    """shards.merge: a part the chunked merge refuses (a per-CPU file running backwards) is
+    merged by ingest(parsed=...) in memory, with the single-task path's table."""
+    import numpy as np
+
+    from reviewapp import shards
+    from workers.events import COLUMNS
+    from workers.traces import ingest
+    from workers.traces.shards import PartFile, parse_shard, write_part
+    from workers.traces.streammerge import StoredIngest
+    from workers.traces.synth import realistic_table
+    from workers.traces.writers import encode_blktrace
+
+    t = realistic_table(3000, seed=4, cpus=1)
+    back = t.take(np.arange(len(t))[::-1])
+    paths = [tmp_path / "sdx.blktrace.0", tmp_path / "sdx.blktrace.1"]
+    paths[0].write_bytes(encode_blktrace(back))
+    paths[1].write_bytes(encode_blktrace(realistic_table(500, seed=5, cpus=1)))
+    names = [p.name for p in paths]
+    parts = {}
+    for p in paths:
+        with open(tmp_path / (p.name + ".part"), "wb") as fh:
+            write_part(parse_shard(p, p.name, manifest=None), fh)
+        parts[p.name] = PartFile(tmp_path / (p.name + ".part"))
+    ing = shards.merge(paths=paths, names=names, strict=False, parts=parts, workdir=tmp_path)
+    assert not isinstance(ing, StoredIngest)
+    single = ingest(paths, names=names)
+    for name, _ in COLUMNS:
+        assert np.array_equal(getattr(ing.table, name), getattr(single.table, name)), name
+    # in time order, the same parts go through the chunked merge
+    paths[0].write_bytes(encode_blktrace(t))
+    with open(tmp_path / "sdx.blktrace.0.part", "wb") as fh:
+        write_part(parse_shard(paths[0], names[0], manifest=None), fh)
+    parts[names[0]] = PartFile(tmp_path / "sdx.blktrace.0.part")
+    stored = shards.merge(paths=paths, names=names, strict=False, parts=parts,
+                          workdir=tmp_path / "w")
+    assert isinstance(stored, StoredIngest)
+    single = ingest(paths, names=names)
+    for name, _ in COLUMNS:
+        assert np.array_equal(stored.store.column(name), getattr(single.table, name)), name
