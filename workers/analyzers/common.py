@@ -126,23 +126,16 @@ def stage_rows(table: EventTable, dev: int, stage: str | None = None, *,
         raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(SELECTABLE_STAGES)}")
     base = device_rows(table, dev) if dev_rows is None else dev_rows
     act = table.action[base]
-    candidates = (stage,) if stage else STAGE_FALLBACK
-    used: str | None = None
-    rows = np.empty(0, dtype=np.intp)
-    for letter in candidates:
-        r = base[act == ACTION_CODES[letter]]
-        if len(r):
-            used, rows = letter, r
-            break
-    if used is None and stage is not None:
-        used = stage
+    codes = {letter: ACTION_CODES[letter] for letter in ((stage,) if stage else STAGE_FALLBACK)}
+    used, fallback = choose_stage({k: int(np.count_nonzero(act == c)) for k, c in codes.items()},
+                                  stage)
+    rows = base[act == ACTION_CODES[used]] if used is not None else np.empty(0, dtype=np.intp)
     zero = 0
     if len(rows) and not keep_zero_length:
         nz = table.nr_sectors[rows] > 0
         zero = int(len(rows) - int(np.count_nonzero(nz)))
         rows = rows[nz]
     rows = time_order(table, rows)
-    fallback = stage is None and used is not None and used != "D"
     return StageRows(dev=dev, stage=used, requested=stage, fallback=fallback, rows=rows,
                      zero_length=zero)
 
@@ -220,35 +213,27 @@ class StageMatcher:
         self._devs = devs
         dev_idx = np.searchsorted(devs, sel_dev)
         del sel_dev
-        key = (dev_idx.astype(np.uint64) << np.uint64(56)) | (
-            table.sector[sel] & np.uint64((1 << 56) - 1))
+        key = match_key(dev_idx, table.sector[sel])
         del dev_idx
         order = np.argsort(key, kind="stable")
         self.rows = sel[order]  # table rows in (dev, sector, time) order
-        skey = key[order]
+        self._group_start = group_starts(key[order], idx_t)
         del key, order, sel
-        pos = np.arange(len(skey), dtype=idx_t)
-        new = np.ones(len(skey), dtype=bool)
-        if len(skey) > 1:
-            new[1:] = skey[1:] != skey[:-1]
-        self._group_start = (np.maximum.accumulate(np.where(new, pos, 0).astype(idx_t))
-                             if len(pos) else pos)
-        del skey, new, pos
         self._action = table.action[self.rows]
         self._last: dict[str, npt.NDArray[np.int64]] = {}
         self._pairs: dict[tuple[str, str], tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]] = {}
         self._by_dev: dict[tuple[str, str], dict[int, tuple[npt.NDArray[np.intp],
                                                              npt.NDArray[np.intp]]]] = {}
 
+    @property
+    def table(self) -> EventTable:
+        """The table whose rows the pairs index."""
+        return self._table
+
     def _last_pos(self, stage: str) -> npt.NDArray[np.int64]:
         if stage not in self._last:
-            idx_t = self.rows.dtype
-            pos = np.arange(len(self.rows), dtype=idx_t)
-            mark = np.where(self._action == ACTION_CODES[stage], pos, idx_t.type(-1))
-            del pos
-            last = np.maximum.accumulate(mark) if len(mark) else mark
-            self._last[stage] = np.where(last >= self._group_start, last,
-                                         idx_t.type(-1)).astype(idx_t, copy=False)
+            self._last[stage] = last_marked(self._action == ACTION_CODES[stage],
+                                            self._group_start)
         return self._last[stage]
 
     def pairs(self, a: str, b: str) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
@@ -285,14 +270,224 @@ class StageMatcher:
             empty = np.empty(0, dtype=np.intp)
             return empty, empty
         # the nearest earlier A: last A strictly before this B (ties in time keep table order)
-        last = self._last_pos(a)
-        apos = last[bpos]
-        ok = apos >= 0
-        bpos, apos = bpos[ok], apos[ok]
-        if len(apos):
-            # apos never decreases (positions run through key groups in order and, inside a
-            # group, the last A before a later B is at least the last A before an earlier B),
-            # so the first B of each A is where apos changes
-            first = np.r_[True, apos[1:] != apos[:-1]]
-            bpos, apos = bpos[first], apos[first]
+        apos, bpos = first_pairs(self._last_pos(a), bpos)
         return self.rows[apos], self.rows[bpos]
+
+
+# --- pieces shared by the whole-table and the chunked (streaming) analysis -----------------------
+
+def choose_stage(seen: dict[str, int], stage: str | None) -> tuple[str | None, bool]:
+    """The stage a device is analyzed at, from how many rows of each letter it has (with or
+    without data), and whether that is a fallback from the default D.
+
+    The rule of :func:`stage_rows` on counts, so a chunked analysis that counted the rows in a
+    first pass picks the same stage the whole table would.
+    """
+    candidates = (stage,) if stage else STAGE_FALLBACK
+    used: str | None = None
+    for letter in candidates:
+        if seen.get(letter, 0):
+            used = letter
+            break
+    if used is None and stage is not None:
+        used = stage
+    return used, (stage is None and used is not None and used != "D")
+
+
+def exact_sum(values: npt.NDArray[Any], counts: npt.NDArray[Any] | None = None) -> int:
+    """The exact integer sum of ``values`` (times ``counts``), as a Python int.
+
+    Means are taken as this sum over the count (a correctly rounded quotient), which equals
+    numpy's float mean whenever the sum is below 2**53 and stays exact above it, and which a
+    chunked analysis can add up chunk by chunk in any order.
+    """
+    v = np.asarray(values, dtype=np.int64)
+    if not len(v):
+        return 0
+    c = None if counts is None else np.asarray(counts, dtype=np.int64)
+    total = len(v) if c is None else int(c.sum())
+    big = max(abs(int(v.max())), abs(int(v.min())))
+    if big * max(total, 1) < (1 << 63):  # no int64 overflow on the way
+        return int(v.sum()) if c is None else int(np.dot(v, c))
+    if c is None:
+        return sum(int(x) for x in v)
+    return sum(int(x) * int(y) for x, y in zip(v, c))
+
+
+def _runs(sorted_values: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
+                                                         npt.NDArray[np.int64]]:
+    """Distinct values and their counts of a sorted array."""
+    n = len(sorted_values)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    starts = np.flatnonzero(sorted_values[1:] != sorted_values[:-1]) + 1
+    starts = np.concatenate(([0], starts))
+    counts = np.diff(np.concatenate((starts, [n]))).astype(np.int64)
+    return sorted_values[starts].astype(np.int64, copy=True), counts
+
+
+def merge_counts(v1: npt.NDArray[np.int64], c1: npt.NDArray[np.int64],
+                 v2: npt.NDArray[np.int64], c2: npt.NDArray[np.int64]
+                 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Value -> count maps (sorted distinct values) of the union of two multisets."""
+    if not len(v1):
+        return v2, c2
+    if not len(v2):
+        return v1, c1
+    v = np.concatenate((v1, v2))
+    c = np.concatenate((c1, c2))
+    order = np.argsort(v, kind="stable")
+    v, c = v[order], c[order]
+    del order
+    starts = np.concatenate(([0], np.flatnonzero(v[1:] != v[:-1]) + 1))
+    return v[starts], np.add.reduceat(c, starts).astype(np.int64)
+
+
+#: Values a :class:`ValueCounts` gathers before it first squashes them.
+SQUASH_MIN = 1 << 20
+
+
+class ValueCounts:
+    """A multiset of int64 values (latencies, seek distances, sizes) kept compactly.
+
+    Exact order statistics need every value, but most of these streams repeat values (a
+    sequential stream's seeks are a handful of distances), so batches are squashed into sorted
+    distinct values and counts (16 bytes per distinct value) as they come. When squashing stops
+    paying (more than half the values distinct), raw int64 batches are kept instead (8 bytes a
+    value) and squashed once at the end. Every statistic is then read off ``(values, counts)``:
+    the whole-table and the chunked analysis use the same code.
+    """
+
+    def __init__(self) -> None:
+        self._raw: list[npt.NDArray[np.int64]] = []
+        self._nraw = 0
+        self._squash_ok = True
+        self.total = 0
+        self.values: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self.counts: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+
+    def add(self, values: npt.NDArray[Any]) -> None:
+        """Add a batch (copied: a batch may be a view of a chunk that is about to go)."""
+        v = np.array(values, dtype=np.int64)
+        if not len(v):
+            return
+        self._raw.append(v)
+        self._nraw += len(v)
+        self.total += len(v)
+        if self._squash_ok and self._nraw >= max(SQUASH_MIN, len(self.values)):
+            self._squash()
+            if 2 * len(self.values) > self.total:
+                self._squash_ok = False
+
+    def _squash(self) -> None:
+        if not self._raw:
+            return
+        parts, self._raw, self._nraw = self._raw, [], 0
+        raw = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        del parts
+        raw.sort()
+        v, c = _runs(raw)
+        del raw
+        self.values, self.counts = merge_counts(self.values, self.counts, v, c)
+
+    def finish(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``(values, counts)``: sorted distinct values and how often each occurs."""
+        self._squash()
+        return self.values, self.counts
+
+    @classmethod
+    def of(cls, values: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int64],
+                                                   npt.NDArray[np.int64]]:
+        """``(values, counts)`` of one array."""
+        vc = cls()
+        vc.add(values)
+        return vc.finish()
+
+
+def percentiles_from_counts(values: npt.NDArray[Any], counts: npt.NDArray[np.int64],
+                            qs: tuple[float, ...] | list[float]) -> dict[str, float]:
+    """:func:`percentiles` (numpy ``inverted_cdf``) of the multiset ``values`` x ``counts``.
+
+    numpy takes the sorted value at index ``n*q - 1`` when that is whole, else the next one up
+    (``_inverted_cdf``, clipped at 0); the index depends on ``n`` alone, so the value is found
+    in the cumulative counts without expanding the multiset.
+    """
+    n = int(counts.sum())
+    qs = tuple(qs)
+    if n == 0:
+        return {}
+    q = np.true_divide(np.asarray(list(qs), dtype=np.float64), 100)
+    index = n * q - 1
+    prev = np.floor(index)
+    k = np.where(index - prev == 0, prev, prev + 1).astype(np.intp)
+    k[k < 0] = 0
+    k = np.minimum(k, n - 1)
+    pos = np.searchsorted(np.cumsum(counts), k, side="right")
+    vals = np.asarray(values).astype(np.float64)[pos]
+    return {_pkey(qq): float(v) for qq, v in zip(qs, vals)}
+
+
+def median_from_counts(values: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> float:
+    """``np.median`` of the multiset: the middle value, or numpy's mean of the middle two."""
+    n = int(counts.sum())
+    cum = np.cumsum(counts)
+    mid = [n // 2 - 1, n // 2] if n % 2 == 0 else [n // 2]
+    pick = values[np.searchsorted(cum, mid, side="right")]
+    return float(np.median(pick.astype(np.int64)))
+
+
+def log2_counts(keys: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> list[int]:
+    """``np.bincount(log2_bucket(x))`` of the multiset whose values bucket as ``keys``."""
+    if not len(keys):
+        return []
+    k = log2_bucket(keys)
+    hist = np.zeros(int(k.max()) + 1, np.int64)
+    np.add.at(hist, k, counts)
+    return [int(c) for c in hist]
+
+
+def last_marked(mark: npt.NDArray[np.bool_], group_start: npt.NDArray[Any]
+                ) -> npt.NDArray[Any]:
+    """For every position, the last marked position at or before it in its key group, else
+    -1 (a running maximum of marked positions, cut at the group's start)."""
+    idx_t = group_start.dtype if len(group_start) else np.dtype(np.intp)
+    pos = np.arange(len(mark), dtype=idx_t)
+    m = np.where(mark, pos, idx_t.type(-1))
+    del pos
+    last = np.maximum.accumulate(m) if len(m) else m
+    return np.where(last >= group_start, last, idx_t.type(-1)).astype(idx_t, copy=False)
+
+
+def first_pairs(last_a: npt.NDArray[Any], bpos: npt.NDArray[Any]
+                ) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """Positions ``(apos, bpos)`` of matched pairs: each B takes the nearest earlier A of its
+    group (``last_a``), and each A keeps its first B only (btt's pairing)."""
+    apos = last_a[bpos]
+    ok = apos >= 0
+    bpos, apos = bpos[ok], apos[ok]
+    if len(apos):
+        # apos never decreases (positions run through key groups in order and, inside a
+        # group, the last A before a later B is at least the last A before an earlier B),
+        # so the first B of each A is where apos changes
+        first = np.r_[True, apos[1:] != apos[:-1]]
+        bpos, apos = bpos[first], apos[first]
+    return apos, bpos
+
+
+def group_starts(skey: npt.NDArray[Any], idx_t: np.dtype[Any]) -> npt.NDArray[Any]:
+    """For every position of sorted keys, the first position of its key group."""
+    pos = np.arange(len(skey), dtype=idx_t)
+    new = np.ones(len(skey), dtype=bool)
+    if len(skey) > 1:
+        new[1:] = skey[1:] != skey[:-1]
+    return (np.maximum.accumulate(np.where(new, pos, 0).astype(idx_t)) if len(pos) else pos)
+
+
+#: Sector bits of the matcher's key; the device's index sits above them.
+KEY_SECTOR_BITS = 56
+
+
+def match_key(dev_idx: npt.NDArray[Any], sector: npt.NDArray[Any]) -> npt.NDArray[np.uint64]:
+    """The matcher's (device, sector) key: device index in the top byte, 56 sector bits."""
+    return (np.asarray(dev_idx).astype(np.uint64) << np.uint64(KEY_SECTOR_BITS)) | (
+        np.asarray(sector, dtype=np.uint64) & np.uint64((1 << KEY_SECTOR_BITS) - 1))

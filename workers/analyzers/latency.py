@@ -14,7 +14,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from workers.analyzers.common import StageMatcher, log2_bucket, percentiles
+from workers.analyzers.common import (
+    StageMatcher,
+    ValueCounts,
+    exact_sum,
+    log2_counts,
+    percentiles_from_counts,
+)
 from workers.events import EventTable
 
 #: The stage pairs btt reports, in its order.
@@ -24,26 +30,34 @@ LATENCY_PAIRS: tuple[tuple[str, str], ...] = (
 
 
 def distribution(ns: npt.NDArray[np.int64], qs: tuple[float, ...]) -> dict[str, Any]:
-    """Summary and log2-microsecond histogram of latencies given in ns.
+    """Summary and log2-microsecond histogram of latencies given in ns (see
+    :func:`distribution_of`)."""
+    return distribution_of(*ValueCounts.of(ns), qs)
+
+
+def distribution_of(values: npt.NDArray[np.int64], counts: npt.NDArray[np.int64],
+                    qs: tuple[float, ...]) -> dict[str, Any]:
+    """Summary and log2-microsecond histogram of the latency multiset ``values`` (ns, sorted
+    distinct) x ``counts``.
 
     Bucket 0 is ``[0, 1) us``, bucket k >= 1 is ``[2**(k-1), 2**k) us``. Without pairs the
     mean, min and max are None (null, never 0: a latency of 0 would read as a measurement and
-    drag a mean over several runs), under the same keys as with pairs.
+    drag a mean over several runs), under the same keys as with pairs. The mean is the exact
+    sum over the count (numpy's float mean whenever the sum is below 2**53).
     """
-    n = len(ns)
+    n = int(counts.sum())
     if n == 0:
         return {"count": 0, "mean_ns": None, "max_ns": None, "min_ns": None,
                 "percentiles_ns": {}, "edges_us": [0], "counts": []}
-    us = np.clip(ns, 0, None) // 1000
-    counts = np.bincount(log2_bucket(us))
+    hist = log2_counts(np.clip(values, 0, None) // 1000, counts)
     return {
-        "count": int(n),
-        "mean_ns": float(ns.mean()),
-        "max_ns": int(ns.max()),
-        "min_ns": int(ns.min()),
-        "percentiles_ns": percentiles(ns, qs),
-        "edges_us": [0] + [1 << i for i in range(len(counts))],
-        "counts": [int(c) for c in counts],
+        "count": n,
+        "mean_ns": exact_sum(values, counts) / n,
+        "max_ns": int(values[-1]),
+        "min_ns": int(values[0]),
+        "percentiles_ns": percentiles_from_counts(values, counts, qs),
+        "edges_us": [0] + [1 << i for i in range(len(hist))],
+        "counts": hist,
     }
 
 

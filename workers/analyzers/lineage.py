@@ -83,9 +83,13 @@ def issue_rows(table: EventTable, limit: int) -> npt.NDArray[np.intp]:
 
 def record_pairs(matcher: StageMatcher, d_rows: npt.NDArray[np.intp]
                  ) -> dict[tuple[str, str], dict[int, int]]:
-    """The pairs the records of ``d_rows`` need, from one matcher (a device's matcher gives
-    that device's share; ``analyze`` merges the shares with ``dict.update``)."""
-    return {(a, b): _pairs_of(matcher, a, b, d_rows, by_a=by_a) for a, b, by_a in RECORD_PAIRS}
+    """The pairs the records of ``d_rows`` need, from one matcher, as ``{D row: time of the
+    other event}`` (a device's matcher gives that device's share; shares merge with
+    ``dict.update``)."""
+    t = matcher.table.time_ns
+    return {(a, b): {k: int(t[v]) for k, v in _pairs_of(matcher, a, b, d_rows,
+                                                         by_a=by_a).items()}
+            for a, b, by_a in RECORD_PAIRS}
 
 
 def lineage(table: EventTable, matcher: StageMatcher | None, *, limit: int = 20000,
@@ -97,8 +101,10 @@ def lineage(table: EventTable, matcher: StageMatcher | None, *, limit: int = 200
     "merged": [{"a", "sector", "nr_sectors", "t_ns"}], "parent": {"dev", "name", "sector",
     "nr_sectors", "t_ns", "offset_kb", "splits"} | None}``.
 
-    ``pairs``: :func:`record_pairs` of ``issue_rows(table, limit)`` already collected (from
-    per-device matchers); then ``matcher`` is not used.
+    ``pairs``: :func:`record_pairs` of ``issue_rows(table, limit)`` already collected
+    (``{D row: time}``, from per-device matchers or a chunked pass); then ``matcher`` is not
+    used. Only rows up to the last kept issue are read, so ``table`` may be just those rows
+    (the chunked analysis passes the rows a record can use, with the pairs).
     """
     d_rows = issue_rows(table, limit)
     if pairs is None:
@@ -147,12 +153,11 @@ def lineage(table: EventTable, matcher: StageMatcher | None, *, limit: int = 200
     for d in (int(x) for x in d_rows):
         dev = int(table.dev[d])
         s, n = int(sec[d]), int(nr[d])
-        events = [{"a": st, "t_ns": int(t[to_d[st][d]])} for st in STAGES_BEFORE_D
-                  if d in to_d[st]]
+        events = [{"a": st, "t_ns": to_d[st][d]} for st in STAGES_BEFORE_D if d in to_d[st]]
         events.append({"a": "D", "t_ns": int(t[d])})
-        c = d_to_c.get(d)
+        c = d_to_c.get(d)  # the completion's time
         if c is not None:
-            events.append({"a": "C", "t_ns": int(t[c])})
+            events.append({"a": "C", "t_ns": c})
         merged = []
         # merges of this device up to this issue join the open ones (bounded), in time order
         pending = merges_by_dev.get(dev, [])
@@ -214,7 +219,7 @@ def lineage(table: EventTable, matcher: StageMatcher | None, *, limit: int = 200
                     bio["pieces"] += 1
                     bio["members"].append(table.device_name(dev))
                     if c is not None:
-                        bio["last_c_ns"] = max(bio["last_c_ns"] or 0, int(t[c]))
+                        bio["last_c_ns"] = max(bio["last_c_ns"] or 0, c)
         records.append({"dev": dev_str(dev), "name": table.device_name(dev), "sector": s,
                         "nr_sectors": n, "rwbs": rwbs_to_text(int(table.rwbs[d])),
                         "events": sorted(events, key=lambda e: e["t_ns"]), "merged": merged,

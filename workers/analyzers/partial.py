@@ -40,16 +40,25 @@ the merged table's first timestamp, else that section is computed from the table
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from workers.analyzers.common import SECTOR_BYTES, log2_bucket, rows_by_device
-from workers.analyzers.sizes import DEFAULT_PERCENTILES, MAX_EXACT_SIZES, SizeStats
-from workers.analyzers.throughput import nice_bin_ns
+from workers.analyzers.common import (
+    SECTOR_BYTES,
+    percentiles_from_counts,  # noqa: F401 - re-exported (moved to common)
+    rows_by_device,
+)
+from workers.analyzers.sizes import (
+    DEFAULT_PERCENTILES,
+    MAX_EXACT_SIZES,
+    SizeStats,
+    size_stats_from_counts,
+)
+from workers.analyzers.throughput import nice_bin_ns, series_from_sums
 from workers.events import ACTION_CODES, ACTION_LETTERS, RWBS_WRITE, EventTable
 
 #: Stage letters with partials: every stage a device can be analyzed at (common.SELECTABLE_STAGES).
@@ -322,53 +331,15 @@ def stage_partial(dp: DevicePartial | None, letter: str | None) -> StagePartial:
     return dp.stages.get(letter) or StagePartial()
 
 
-def percentiles_from_counts(values: I64, counts: I64, qs: Iterable[float]) -> dict[str, float]:
-    """``common.percentiles`` (numpy ``inverted_cdf``) of the multiset ``values`` x ``counts``.
-
-    numpy takes the sorted value at index ``n*q - 1`` when that is whole, else the next one up
-    (``_inverted_cdf``, clipped at 0); the index depends on ``n`` alone, so the value is found
-    in the cumulative counts without expanding the multiset.
-    """
-    from workers.analyzers.common import _pkey
-
-    n = int(counts.sum())
-    qs = tuple(qs)
-    if n == 0:
-        return {}
-    q = np.true_divide(np.asarray(list(qs), dtype=np.float64), 100)
-    index = n * q - 1
-    prev = np.floor(index)
-    k = np.where(index - prev == 0, prev, prev + 1).astype(np.intp)
-    k[k < 0] = 0
-    k = np.minimum(k, n - 1)
-    pos = np.searchsorted(np.cumsum(counts), k, side="right")
-    vals = values.astype(np.float64)[pos]
-    return {_pkey(qq): float(v) for qq, v in zip(qs, vals)}
-
-
 def size_stats_of(sp: StagePartial, *, qs: tuple[float, ...] = DEFAULT_PERCENTILES,
                   max_exact: int = MAX_EXACT_SIZES) -> SizeStats:
     """:func:`workers.analyzers.sizes.size_stats_from_arrays` of the stage's rows, from the
     value -> count map (the same numbers, see the module docstring)."""
-    count = sp.rows
-    if count == 0:
-        return SizeStats(0, 0, 0, 0, 0, 0, 0.0, 0, 0, {}, (0,), (), (), (), 0, 0)
-    values, vc = sp.values, sp.counts
-    b = values * SECTOR_BYTES
-    total = int((b * vc).sum())
-    k = log2_bucket(values >> 1)
-    hist = np.zeros(int(k.max()) + 1, np.int64)
-    np.add.at(hist, k, vc)
-    edges = tuple([0] + [1 << i for i in range(len(hist))])
-    order = np.lexsort((values, -vc))[:max_exact]
-    exact_c = tuple(int(c) for c in vc[order])
-    return SizeStats(
-        count=count, reads=count - sp.writes, writes=sp.writes, bytes_total=total,
-        read_bytes=total - sp.write_bytes, write_bytes=sp.write_bytes,
-        mean=float(total / count), min=int(b[0]), max=int(b[-1]),
-        pct=percentiles_from_counts(b, vc, qs), edges_kb=edges,
-        counts=tuple(int(c) for c in hist), exact_sectors=tuple(int(v) for v in values[order]),
-        exact_counts=exact_c, exact_other=int(count - sum(exact_c)), distinct=len(values))
+    if sp.rows == 0:
+        return size_stats_from_counts(np.zeros(0, np.int64), np.zeros(0, np.int64), writes=0,
+                                      write_bytes=0, qs=qs, max_exact=max_exact)
+    return size_stats_from_counts(sp.values, sp.counts, writes=sp.writes,
+                                  write_bytes=sp.write_bytes, qs=qs, max_exact=max_exact)
 
 
 def time_series_of(partials: Partials, dev: int, stage: str | None, t0: int, bin_ns: int,
@@ -389,15 +360,4 @@ def time_series_of(partials: Partials, dev: int, stage: str | None, t0: int, bin
                       0, nbins - 1)
         for k in range(BIN_ROWS):
             np.add.at(sums[k], idx, sp.bins[k])
-    scale = 1e9 / bin_ns
-    rb = sums[0].astype(np.float64) * scale / _MB
-    wb = sums[1].astype(np.float64) * scale / _MB
-    return {
-        "source": source,
-        "read_mbps": np.round(rb, 3).tolist(),
-        "write_mbps": np.round(wb, 3).tolist(),
-        "read_iops": np.round(sums[2] * scale, 1).tolist(),
-        "write_iops": np.round(sums[3] * scale, 1).tolist(),
-        "total_mb": float(float(sums[0].sum() + sums[1].sum()) / _MB),
-        "total_ios": int(sp.rows),
-    }
+    return series_from_sums(sums, bin_ns, source, sp.rows)

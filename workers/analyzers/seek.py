@@ -35,7 +35,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from workers.analyzers.common import SECTOR_BYTES, StageRows, log2_bucket, stage_rows
+from workers.analyzers.common import (
+    SECTOR_BYTES,
+    StageRows,
+    ValueCounts,
+    exact_sum,
+    log2_counts,
+    median_from_counts,
+    stage_rows,
+)
 from workers.events import EventTable, dev_str
 
 BAR_WIDTH = 40
@@ -178,8 +186,10 @@ def seek_distances(sectors: npt.NDArray[Any], nr_sectors: npt.NDArray[Any]
     return s[1:] - (s[:-1] + n[:-1])
 
 
-def histogram_counts(abs_sectors: npt.NDArray[np.int64]) -> tuple[int, ...]:
-    """Bucket counts of absolute distances (sectors) in the KB power-of-two buckets.
+def histogram_counts(abs_sectors: npt.NDArray[np.int64],
+                     counts: npt.NDArray[np.int64] | None = None) -> tuple[int, ...]:
+    """Bucket counts of absolute distances (sectors) in the KB power-of-two buckets (of the
+    multiset ``abs_sectors`` x ``counts`` when counts are given).
 
     A distance of d sectors is d/2 KB; bucket 0 is ``[0, 1) KB`` (d < 2), bucket k >= 1 is
     ``[2**(k-1), 2**k) KB``, i.e. the bit length of ``d >> 1`` (integer KB, exact because every
@@ -187,15 +197,16 @@ def histogram_counts(abs_sectors: npt.NDArray[np.int64]) -> tuple[int, ...]:
     """
     if len(abs_sectors) == 0:
         return ()
-    k = log2_bucket(abs_sectors >> 1)
-    counts = np.bincount(k)
-    nz = np.flatnonzero(counts)
-    return tuple(int(c) for c in counts[: int(nz[-1]) + 1])
+    c = np.ones(len(abs_sectors), np.int64) if counts is None else counts
+    hist = np.asarray(log2_counts(np.asarray(abs_sectors, dtype=np.int64) >> 1, c))
+    nz = np.flatnonzero(hist)
+    return tuple(int(x) for x in hist[: int(nz[-1]) + 1])
 
 
-def btt_seek_distances(sectors: npt.NDArray[Any], nr_sectors: npt.NDArray[Any]
-                       ) -> npt.NDArray[np.int64]:
-    """btt's signed ``seek_dist`` for every request, the first measured from sector 0.
+def btt_seek_distances(sectors: npt.NDArray[Any], nr_sectors: npt.NDArray[Any],
+                       last: tuple[int, int] = (0, 0)) -> npt.NDArray[np.int64]:
+    """btt's signed ``seek_dist`` for every request, the first measured from ``last`` (the
+    previous request's start and end: sector 0 for the first request of a stream).
 
     Follows btt/seek.c ``seek_dist`` (non ``-a`` mode): overlap with the previous request
     (its start or its end inside ``[last_start, last_end]``) is 0; forward is
@@ -205,15 +216,37 @@ def btt_seek_distances(sectors: npt.NDArray[Any], nr_sectors: npt.NDArray[Any]
     end = start + np.asarray(nr_sectors).astype(np.int64)
     if len(start) == 0:
         return np.zeros(0, dtype=np.int64)
-    last_start = np.concatenate(([0], start[:-1]))
-    last_end = np.concatenate(([0], end[:-1]))
+    last_start = np.concatenate(([last[0]], start[:-1]))
+    last_end = np.concatenate(([last[1]], end[:-1]))
     overlap = ((last_start <= start) & (start <= last_end)) | (
         (last_start <= end) & (end <= last_end))
     return np.where(overlap, 0, np.where(start > last_end, start - last_end, start - last_start))
 
 
+def _first_distinct(values: npt.NDArray[np.int64], into: list[int], k: int = 3) -> None:
+    """Append to ``into`` the values of ``values`` not in it yet, in order of first
+    appearance, until it holds ``k`` (the insertion order btt's rb-tree is shaped by)."""
+    if len(into) >= k or not len(values):
+        return
+    vals, first = np.unique(values, return_index=True)
+    for v in vals[np.argsort(first, kind="stable")]:
+        if int(v) not in into:
+            into.append(int(v))
+            if len(into) >= k:
+                return
+
+
 def btt_median(abs_dist: npt.NDArray[np.int64]) -> int:
-    """btt's ``seeki_median``, quirk included.
+    """btt's ``seeki_median`` of one array of distances (see :func:`btt_median_of`)."""
+    first: list[int] = []
+    _first_distinct(np.asarray(abs_dist, dtype=np.int64), first)
+    return btt_median_of(*ValueCounts.of(abs_dist), first)
+
+
+def btt_median_of(values: npt.NDArray[np.int64], counts: npt.NDArray[np.int64],
+                  inserted: list[int]) -> int:
+    """btt's ``seeki_median``, quirk included, from the distances' value -> count map and
+    the first (up to 3) distinct distances in order of appearance.
 
     ``__median`` visits the rb-tree of distinct distances in pre-order with ``sofar`` stuck at
     0, so it returns the first node in pre-order whose own count is ``>= nseeks // 2``, else 0.
@@ -221,21 +254,18 @@ def btt_median(abs_dist: npt.NDArray[np.int64]) -> int:
     holding about half, or nseeks <= 3), and then the tree shape decides: it is rebuilt here
     from the insertion order (first appearance) the way ``rb_insert_color`` shapes <= 3 nodes.
     """
-    n = len(abs_dist)
+    n = int(counts.sum())
     if n == 0:
         return 0
     target = n // 2
-    values, first, counts = np.unique(abs_dist, return_index=True, return_counts=True)
     qualifying = values[counts >= target]
     if len(qualifying) == 0:
         return 0
     if len(qualifying) == 1:
         return int(qualifying[0])
     # Two or more qualify: then there are at most 3 distinct values; rebuild the tree.
-    order = np.argsort(first, kind="stable")
-    inserted = [int(v) for v in values[order]]
     ok = {int(v) for v in qualifying}
-    for v in _rb_preorder(inserted):
+    for v in _rb_preorder(list(inserted)):
         if v in ok:
             return v
     return 0  # pragma: no cover - one of them always qualifies
@@ -255,16 +285,78 @@ def _rb_preorder(inserted: list[int]) -> list[int]:
     return [mid, lo, hi]
 
 
+class SeekAcc:
+    """The seek statistics of one request stream fed in consecutive pieces (issue order).
+
+    Carried across pieces: the previous request (the seed-000 distance of a piece's first
+    request is measured from it; btt's from its start and end, sector 0 before the first), the
+    value -> count maps of the absolute distances (median, modes, histogram) and the first
+    distinct btt distances (the rb-tree's shape). :func:`seek_from_arrays` is one piece.
+    """
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.backward = 0
+        self._prev: tuple[int, int] | None = None
+        self._absd = ValueCounts()
+        self._btt = ValueCounts()
+        self._btt_first: list[int] = []
+
+    def add(self, sectors: npt.NDArray[Any], nr_sectors: npt.NDArray[Any]) -> None:
+        s = np.asarray(sectors).astype(np.int64)
+        n = np.asarray(nr_sectors).astype(np.int64)
+        if not len(s):
+            return
+        last = (0, 0)
+        if self._prev is None:
+            signed = seek_distances(s, n)
+        else:
+            ps, pn = self._prev
+            last = (ps, ps + pn)
+            signed = seek_distances(np.concatenate(([ps], s)), np.concatenate(([pn], n)))
+        self._absd.add(np.abs(signed))
+        self.backward += int(np.count_nonzero(signed < 0))
+        del signed
+        bd = np.abs(btt_seek_distances(s, n, last))
+        _first_distinct(bd, self._btt_first)
+        self._btt.add(bd)
+        self._prev = (int(s[-1]), int(n[-1]))
+        self.requests += len(s)
+
+    def btt_stats(self) -> BttSeekStats:
+        """btt's nseeks, mean, median (quirky) and modes over the stream."""
+        values, counts = self._btt.finish()
+        nseeks = int(counts.sum())
+        if nseeks == 0:
+            return BttSeekStats(0, 0.0, 0, (), 0)
+        top = int(counts.max())
+        modes = tuple(int(v) for v in values[counts == top])
+        return BttSeekStats(nseeks=nseeks, mean=exact_sum(values, counts) / nseeks,
+                            median=btt_median_of(values, counts, self._btt_first),
+                            modes=modes, mode_count=top)
+
+    def result(self, *, dev: str = "", name: str = "", stage: str | None = "D",
+               requested_stage: str | None = None, fallback: bool = False,
+               zero_length: int = 0) -> SeekHistogram:
+        values, counts = self._absd.finish()
+        cnt = int(counts.sum())
+        zero = counts[values == 0]
+        return SeekHistogram(
+            dev=dev, name=name or dev, stage=stage, requested_stage=requested_stage,
+            fallback=fallback, cnt=cnt, zero_cnt=int(zero.sum()),
+            counts=histogram_counts(values, counts),
+            mean_bytes=(exact_sum(values, counts) / cnt) * SECTOR_BYTES if cnt else 0.0,
+            median_bytes=float(median_from_counts(values, counts) * SECTOR_BYTES) if cnt
+            else 0.0,
+            max_bytes=int(values[-1]) * SECTOR_BYTES if cnt else 0,
+            backward=self.backward, zero_length=zero_length, btt=self.btt_stats())
+
+
 def btt_stats(sectors: npt.NDArray[Any], nr_sectors: npt.NDArray[Any]) -> BttSeekStats:
     """btt's nseeks, mean, median (quirky) and modes over one request stream."""
-    d = np.abs(btt_seek_distances(sectors, nr_sectors))
-    if len(d) == 0:
-        return BttSeekStats(0, 0.0, 0, (), 0)
-    values, counts = np.unique(d, return_counts=True)
-    top = int(counts.max())
-    modes = tuple(int(v) for v in values[counts == top])
-    return BttSeekStats(nseeks=len(d), mean=float(d.sum(dtype=np.float64) / len(d)),
-                        median=btt_median(d), modes=modes, mode_count=top)
+    acc = SeekAcc()
+    acc.add(sectors, nr_sectors)
+    return acc.btt_stats()
 
 
 def seek_from_arrays(sectors: npt.NDArray[Any], nr_sectors: npt.NDArray[Any], *,
@@ -272,20 +364,10 @@ def seek_from_arrays(sectors: npt.NDArray[Any], nr_sectors: npt.NDArray[Any], *,
                      requested_stage: str | None = None, fallback: bool = False,
                      zero_length: int = 0) -> SeekHistogram:
     """The histogram of a request stream already in issue order (sectors, lengths)."""
-    signed = seek_distances(sectors, nr_sectors)
-    absd = np.abs(signed)
-    cnt = len(absd)
-    return SeekHistogram(
-        dev=dev, name=name or dev, stage=stage, requested_stage=requested_stage,
-        fallback=fallback, cnt=cnt, zero_cnt=int(np.count_nonzero(absd == 0)),
-        counts=histogram_counts(absd),
-        mean_bytes=float(absd.mean() * SECTOR_BYTES) if cnt else 0.0,
-        median_bytes=float(np.median(absd) * SECTOR_BYTES) if cnt else 0.0,
-        max_bytes=int(absd.max()) * SECTOR_BYTES if cnt else 0,
-        backward=int(np.count_nonzero(signed < 0)),
-        zero_length=zero_length,
-        btt=btt_stats(sectors, nr_sectors),
-    )
+    acc = SeekAcc()
+    acc.add(sectors, nr_sectors)
+    return acc.result(dev=dev, name=name, stage=stage, requested_stage=requested_stage,
+                      fallback=fallback, zero_length=zero_length)
 
 
 def seek_for_rows(table: EventTable, sr: StageRows) -> SeekHistogram:

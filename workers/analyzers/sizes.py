@@ -14,7 +14,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from workers.analyzers.common import SECTOR_BYTES, StageRows, log2_bucket, percentiles
+from workers.analyzers.common import (
+    SECTOR_BYTES,
+    StageRows,
+    ValueCounts,
+    exact_sum,
+    log2_counts,
+    percentiles_from_counts,
+)
 from workers.events import RWBS_WRITE, EventTable
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
@@ -66,36 +73,61 @@ class SizeStats:
         }
 
 
+def size_stats_from_counts(values: npt.NDArray[np.int64], vc: npt.NDArray[np.int64], *,
+                           writes: int, write_bytes: int,
+                           qs: tuple[float, ...] = DEFAULT_PERCENTILES,
+                           max_exact: int = MAX_EXACT_SIZES) -> SizeStats:
+    """Size statistics from the value -> count map of request sizes (sectors, ascending) and
+    the write count and bytes: every number is a function of that multiset, so the whole
+    table, a chunked pass and merged shard partials (:mod:`workers.analyzers.partial`) all
+    come here."""
+    count = int(vc.sum())
+    if count == 0:
+        return SizeStats(0, 0, 0, 0, 0, 0, 0.0, 0, 0, {}, (0,), (), (), (), 0, 0)
+    b = values * SECTOR_BYTES
+    total = exact_sum(b, vc)
+    hist = log2_counts(values >> 1, vc)  # whole KB, bucket edges as in the seek histogram
+    edges = tuple([0] + [1 << i for i in range(len(hist))])
+    order = np.lexsort((values, -vc))[:max_exact]
+    exact_c = tuple(int(c) for c in vc[order])
+    return SizeStats(
+        count=count, reads=count - writes, writes=writes, bytes_total=total,
+        read_bytes=total - write_bytes, write_bytes=write_bytes,
+        mean=float(total / count), min=int(b[0]), max=int(b[-1]),
+        pct=percentiles_from_counts(b, vc, qs), edges_kb=edges,
+        counts=tuple(hist), exact_sectors=tuple(int(v) for v in values[order]),
+        exact_counts=exact_c, exact_other=int(count - sum(exact_c)), distinct=len(values))
+
+
+class SizeAcc:
+    """Sizes of a request stream fed in pieces: the size multiset and the write totals."""
+
+    def __init__(self) -> None:
+        self.sizes = ValueCounts()
+        self.writes = 0
+        self.write_bytes = 0
+
+    def add(self, nr_sectors: npt.NDArray[Any], rwbs: npt.NDArray[Any]) -> None:
+        n = np.asarray(nr_sectors).astype(np.int64)
+        w = (np.asarray(rwbs) & RWBS_WRITE) != 0
+        self.sizes.add(n)
+        self.writes += int(np.count_nonzero(w))
+        self.write_bytes += exact_sum(n[w]) * SECTOR_BYTES
+
+    def result(self, qs: tuple[float, ...] = DEFAULT_PERCENTILES,
+               max_exact: int = MAX_EXACT_SIZES) -> SizeStats:
+        values, counts = self.sizes.finish()
+        return size_stats_from_counts(values, counts, writes=self.writes,
+                                      write_bytes=self.write_bytes, qs=qs, max_exact=max_exact)
+
+
 def size_stats_from_arrays(nr_sectors: npt.NDArray[Any], rwbs: npt.NDArray[Any], *,
                            qs: tuple[float, ...] = DEFAULT_PERCENTILES,
                            max_exact: int = MAX_EXACT_SIZES) -> SizeStats:
     """Size statistics of a request stream given its lengths (sectors) and RWBS bits."""
-    n = np.asarray(nr_sectors).astype(np.int64)
-    w = (np.asarray(rwbs) & RWBS_WRITE) != 0
-    count = len(n)
-    if count == 0:
-        return SizeStats(0, 0, 0, 0, 0, 0, 0.0, 0, 0, {}, (0,), (), (), (), 0, 0)
-    b = n * SECTOR_BYTES
-    total = int(b.sum())
-    wb = int(b[w].sum())
-    k = log2_bucket(n >> 1)  # whole KB, bucket edges as in the seek histogram
-    counts = np.bincount(k)
-    edges = tuple([0] + [1 << i for i in range(len(counts))])
-    if int(n.max()) < (1 << 22):  # sizes are small integers: count them without sorting
-        bc = np.bincount(n)
-        values = np.flatnonzero(bc)
-        vc = bc[values]
-    else:
-        values, vc = np.unique(n, return_counts=True)
-    order = np.lexsort((values, -vc))[:max_exact]
-    exact_s = tuple(int(v) for v in values[order])
-    exact_c = tuple(int(c) for c in vc[order])
-    return SizeStats(
-        count=count, reads=int(count - int(w.sum())), writes=int(w.sum()), bytes_total=total,
-        read_bytes=total - wb, write_bytes=wb, mean=float(total / count), min=int(b.min()),
-        max=int(b.max()), pct=percentiles(b, qs), edges_kb=edges,
-        counts=tuple(int(c) for c in counts), exact_sectors=exact_s, exact_counts=exact_c,
-        exact_other=int(count - sum(exact_c)), distinct=len(values))
+    acc = SizeAcc()
+    acc.add(nr_sectors, rwbs)
+    return acc.result(qs=qs, max_exact=max_exact)
 
 
 def size_stats(table: EventTable, sr: StageRows, *,
