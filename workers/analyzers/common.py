@@ -344,7 +344,7 @@ def merge_counts(v1: npt.NDArray[np.int64], c1: npt.NDArray[np.int64],
 
 
 #: Values a :class:`ValueCounts` gathers before it first squashes them.
-SQUASH_MIN = 1 << 20
+SQUASH_MIN = 1 << 16
 
 
 class ValueCounts:

@@ -23,7 +23,9 @@ class MinMaxDecimator:
     The stream is cut into ``max_points / 2`` slices of ``ceil(n / slices)`` values in order
     and each slice keeps the index of its lowest and of its highest value (the first of equal
     ones), with a payload per kept value (the row's time, sector, ...); with ``n <=
-    max_points`` every value is kept. Only the slice in progress is carried between pieces.
+    max_points`` every value is kept. The state is one lowest and one highest candidate per
+    slice (arrays of ``max_points / 2``), updated by each piece: a later value replaces a
+    candidate only when strictly lower (higher), so the first of equal values stays.
     """
 
     def __init__(self, n: int, max_points: int) -> None:
@@ -31,10 +33,12 @@ class MinMaxDecimator:
         self.keep_all = n <= max_points
         k = max(1, max_points // 2)
         self.m = max(1, -(-n // k))  # slice length
+        self.slices = n if self.keep_all else -(-n // self.m)
         self.pos = 0
-        self._idx: list[npt.NDArray[np.int64]] = []
-        self._pay: list[tuple[npt.NDArray[Any], ...]] = []
-        self._cur: list[Any] | None = None  # slice, lo value, lo index, lo payload, hi ...
+        self._seen = np.zeros(self.slices, bool)
+        self._ends: list[dict[str, Any]] = [
+            {"value": np.zeros(self.slices, np.int64), "index": np.zeros(self.slices, np.int64),
+             "payload": None} for _ in range(1 if self.keep_all else 2)]
 
     def add(self, values: npt.NDArray[Any], *payload: npt.NDArray[Any]) -> None:
         v = np.asarray(values).astype(np.int64)
@@ -43,53 +47,44 @@ class MinMaxDecimator:
             return
         g0 = self.pos
         self.pos += n
+        for end in self._ends:
+            if end["payload"] is None:
+                end["payload"] = [np.zeros(self.slices, np.asarray(p).dtype) for p in payload]
         if self.keep_all:
-            self._idx.append(g0 + np.arange(n, dtype=np.int64))
-            self._pay.append(tuple(np.array(p) for p in payload))
+            end = self._ends[0]
+            sl = slice(g0, g0 + n)
+            end["index"][sl] = np.arange(g0, g0 + n)
+            for dst, src in zip(end["payload"], payload):
+                dst[sl] = src
+            self._seen[sl] = True
             return
-        sl = (g0 + np.arange(n, dtype=np.int64)) // self.m
-        starts = np.r_[0, np.flatnonzero(sl[1:] != sl[:-1]) + 1]
+        sid = (g0 + np.arange(n, dtype=np.int64)) // self.m
+        starts = np.r_[0, np.flatnonzero(sid[1:] != sid[:-1]) + 1]
         seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
-        picks = []
-        for red in (np.minimum, np.maximum):
+        touched = sid[starts]
+        seen = self._seen[touched]
+        for end, red, better in zip(self._ends, (np.minimum, np.maximum), (np.less, np.greater)):
             ext = red.reduceat(v, starts)
             hit = np.flatnonzero(v == ext[seg])
-            first = hit[np.r_[True, seg[hit][1:] != seg[hit][:-1]]]
-            picks.append((ext, first))
-        (lo_v, lo_i), (hi_v, hi_i) = picks
-        for j in range(len(starts)):
-            s = int(sl[starts[j]])
-            lo = [int(lo_v[j]), g0 + int(lo_i[j]), tuple(p[lo_i[j]] for p in payload)]
-            hi = [int(hi_v[j]), g0 + int(hi_i[j]), tuple(p[hi_i[j]] for p in payload)]
-            cur = self._cur
-            if cur is not None and cur[0] == s:  # the slice goes on from the last piece
-                if lo[0] < cur[1][0]:
-                    cur[1] = lo
-                if hi[0] > cur[2][0]:
-                    cur[2] = hi
-                continue
-            self._close()
-            self._cur = [s, lo, hi]
-
-    def _close(self) -> None:
-        if self._cur is not None:
-            _, lo, hi = self._cur
-            for point in (lo, hi) if hi[1] != lo[1] else (lo,):
-                self._idx.append(np.array([point[1]], dtype=np.int64))
-                self._pay.append(tuple(np.array([x]) for x in point[2]))
-            self._cur = None
+            first = hit[np.r_[True, seg[hit][1:] != seg[hit][:-1]]]  # first of equal ones
+            upd = ~seen | better(ext, end["value"][touched])
+            to = touched[upd]
+            end["value"][to] = ext[upd]
+            end["index"][to] = g0 + first[upd]
+            for dst, src in zip(end["payload"], payload):
+                dst[to] = np.asarray(src)[first[upd]]
+        self._seen[touched] = True
 
     def kept(self) -> tuple[npt.NDArray[np.intp], list[npt.NDArray[Any]]]:
         """Kept indices (ascending) and their payloads (one array per payload field)."""
-        self._close()
-        if not self._idx:
-            return np.zeros(0, dtype=np.intp), []
-        idx = np.concatenate(self._idx)
-        order = np.argsort(idx, kind="stable")
-        pay = [np.concatenate([p[k] for p in self._pay])[order]
-               for k in range(len(self._pay[0]))]
-        self._idx, self._pay = [idx[order]], [tuple(pay)]
-        return idx[order].astype(np.intp), pay
+        seen = self._seen
+        idx = np.concatenate([end["index"][seen] for end in self._ends])
+        if not len(idx) or self._ends[0]["payload"] is None:
+            return np.unique(idx).astype(np.intp), []
+        pays = [np.concatenate([end["payload"][k][seen] for end in self._ends])
+                for k in range(len(self._ends[0]["payload"]))]
+        idx, first = np.unique(idx, return_index=True)
+        return idx.astype(np.intp), [p[first] for p in pays]
 
 
 def decimate_minmax(values: npt.NDArray[np.int64], max_points: int) -> npt.NDArray[np.intp]:

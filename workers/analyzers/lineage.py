@@ -144,7 +144,8 @@ def lineage(table: EventTable, matcher: StageMatcher | None, *, limit: int = 200
         top_q[top] = time_order(table, np.flatnonzero(on_top & (table.action == q_code)))
         top_x[top] = time_order(table, np.flatnonzero(on_top & (table.action == ACT_SPLIT)))
 
-    records: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []  # the first KEEP_RECORDS (the rest are counted)
+    count = 0
     bios: dict[tuple[int, int], dict[str, Any]] = {}
     open_merges: dict[int, list[int]] = defaultdict(list)
     next_merge: dict[int, int] = {}
@@ -220,10 +221,12 @@ def lineage(table: EventTable, matcher: StageMatcher | None, *, limit: int = 200
                     bio["members"].append(table.device_name(dev))
                     if c is not None:
                         bio["last_c_ns"] = max(bio["last_c_ns"] or 0, c)
-        records.append({"dev": dev_str(dev), "name": table.device_name(dev), "sector": s,
-                        "nr_sectors": n, "rwbs": rwbs_to_text(int(table.rwbs[d])),
-                        "events": sorted(events, key=lambda e: e["t_ns"]), "merged": merged,
-                        "parent": parent})
+        count += 1
+        if len(records) < KEEP_RECORDS:
+            records.append({"dev": dev_str(dev), "name": table.device_name(dev), "sector": s,
+                            "nr_sectors": n, "rwbs": rwbs_to_text(int(table.rwbs[d])),
+                            "events": sorted(events, key=lambda e: e["t_ns"]), "merged": merged,
+                            "parent": parent})
     per_top: dict[str, list[dict[str, Any]]] = {}
     for (top_dev, _q), bio in sorted(bios.items(), key=lambda kv: kv[1]["t_ns"]):
         per_top.setdefault(dev_str(top_dev), []).append(bio)
@@ -237,7 +240,7 @@ def lineage(table: EventTable, matcher: StageMatcher | None, *, limit: int = 200
                                        "percentiles_ns": percentiles(lat, qs) if len(lat)
                                        else {}},
                         "first": lst[:KEEP_BIOS]}
-    return {"count": len(records), "limit": limit, "requests": records[:KEEP_RECORDS],
+    return {"count": count, "limit": limit, "requests": records,
             "bios": summary}
 
 
