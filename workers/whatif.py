@@ -118,6 +118,8 @@ def unexercised(field: str, stack: Any, bios: Any) -> str:
         return "no md raid10 in the stack"
     if field == "raid0_split" and "raid0" not in kinds:
         return "no md raid0 in the stack"
+    if field == "sched_wakeup" and bios.meta.get("md_meta") is None:
+        return "no md superblock writes in the trace"
     if field == "raid0_discard":
         if "raid0" not in kinds:
             return "no raid0 in the stack"

@@ -37,6 +37,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "md_read_balance": ("scan", "first_idle"),
     "raid10_chunk_limit": ("off", "on"),
     "raid0_split": ("resubmit", "map_both"),
+    "sched_wakeup": ("cfs", "eevdf"),
 }
 
 #: Old spellings still accepted (stored comparisons and scripts may carry them): field -> old -> new.
@@ -98,6 +99,13 @@ class Policy:
             raid0, i.e. md's ``chunk_sectors`` is 0 and ``max_sectors`` one chunk (up to 6.16;
             from 6.17 raid0 sets ``chunk_sectors`` and ``bio_split_to_limits`` already cuts at
             chunks, so 6.18's switch to ``bio_submit_split_bioset`` is no change point here).
+        sched_wakeup: how the CPU scheduler treats a woken kernel worker, as far as the
+            replay sees it: md's superblock writes (``md_update_sb``), whose flush sequences
+            kblockd's high-priority worker runs. ``cfs`` (up to 6.5, ``check_preempt_wakeup``):
+            the worker preempts md's thread at once and runs one member's sequence before md
+            writes the next member's superblock; ``eevdf`` (147f3efaa241, v6.6, RUN_TO_PARITY
+            in ``pick_eevdf``): md's thread queues every member's write first and the
+            sequences run side by side.
         name: the preset label this policy came from (not a behaviour).
     """
 
@@ -119,6 +127,7 @@ class Policy:
     md_read_balance: str = "first_idle"
     raid10_chunk_limit: str = "on"
     raid0_split: str = "map_both"
+    sched_wakeup: str = "eevdf"
     name: str = "custom"
 
     def __post_init__(self) -> None:

@@ -35,7 +35,8 @@ CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
                      sbitmap_wakeup="per_queue", tag_preempt="always", flags_on_resubmit="reset",
                      max_sectors_cap_kb=1280, md_io_opt_align="off", dio_bio_limit="pages",
                      unplug_trace="always", md_read_balance="scan",
-                     raid10_chunk_limit="off", raid0_split="resubmit"),
+                     raid10_chunk_limit="off", raid0_split="resubmit",
+                     sched_wakeup="cfs"),
      "baseline: v4.6 'MD: make bio mergeable' (seed 002) is in; no multipage bvecs"),
     ((4, 12, 0), dict(raid0_discard="per_member"), "raid0_handle_discard (about 4.12)"),
     ((5, 1, 0), dict(dio_bio_limit="vecs"), "07173c3ec276 block: enable multipage bvecs"),
@@ -57,6 +58,10 @@ CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
      "6.2-6.5 without 319ff40a5427 (its 6.4/6.5 stable backports are not checked)"),
     ((6, 6, 0), dict(raid0_split="map_both"),
      "319ff40a5427 md/raid0: Fix performance regression for large sequential writes (v6.6)"),
+    ((6, 6, 0), dict(sched_wakeup="eevdf"),
+     "147f3efaa241 sched/fair: Implement an EEVDF-like scheduling policy (v6.6): a woken "
+     "kblockd worker no longer preempts md's thread (the 6.18/7.x captures run md_update_sb's "
+     "flush sequences side by side, 6.1's member after member)"),
     ((6, 9, 0), dict(md_read_balance="first_idle"),
      "md/raid1: factor out choose_best_rdev() from read_balance() (Yu Kuai, 6.9)"),
     ((6, 12, 0), dict(unplug_trace="always"),

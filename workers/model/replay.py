@@ -907,7 +907,8 @@ def _truthy_cache(v: Any) -> bool:
 
 
 def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
-                     cols: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+                     cols: npt.NDArray[np.int64], sched_wakeup: str = "cfs"
+                     ) -> npt.NDArray[np.int64]:
     """Predicted events of md's own superblock/bitmap writes the trace shows on the members.
 
     ``md_write_start`` marks a clean array dirty before its first write goes on (``in_sync`` ->
@@ -919,6 +920,16 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     goes before the first top write submitted after the previous update (it blocks that write),
     any other after the predicted events of the bios submitted before it. Each becomes Q, then
     the requests of :func:`flush_sequence` for the member's ``write_cache`` / ``fua``.
+
+    The flush machinery runs each member's sequence from kblockd's high-priority worker
+    (``blk_kick_flush`` -> ``blk_mq_kick_requeue_list``), woken while md's thread is still in
+    ``md_update_sb``'s loop over the members. ``sched_wakeup=cfs`` (up to 6.5): CFS's
+    ``check_preempt_wakeup`` preempts md's thread for the nice -20 worker at once, which runs
+    the member's sequence before md writes the next member's superblock (the 6.1 captures:
+    member after member). ``eevdf`` (6.6+, RUN_TO_PARITY in ``pick_eevdf``): md's thread
+    keeps the CPU until ``md_super_wait`` sleeps, so every member's write is queued first and
+    the sequences run side by side, stage by stage (all pre-flushes, the data writes, the
+    post-flushes: the 6.18 / 7.x captures).
     """
     members = {n.dev: n for n in stack.nodes() if n.dev != stack.top.dev}
     keep = np.isin(meta[1], list(members))
@@ -951,23 +962,31 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
             at = (int(before.max()) + 1) if len(before) else tm
             clean = True
         prev_t = tm
-        step = 0
+        stages: list[list[tuple[int, tuple[int, int, int, int]]]] = []
         for j in range(a, b):
             dev, sec, nr, rw = (int(x) for x in meta[1:, j])
             lim = members[dev].limits
             pre, data, post = flush_sequence(rw, _truthy_cache(lim.get("write_cache")),
                                              str(lim.get("fua", "0")).strip() == "1")
-            seq = [(ACT_QUEUE, rw, sec, nr)]
+            flush = [(ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0),
+                     (ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0)]
+            seq = [[(ACT_QUEUE, rw, sec, nr)]]
             if pre:
-                seq += [(ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0),
-                        (ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0)]
-            seq += [(ACT_ISSUE, data, sec, nr), (ACT_COMPLETE, data, sec, nr)]
+                seq.append(flush)
+            seq.append([(ACT_ISSUE, data, sec, nr), (ACT_COMPLETE, data, sec, nr)])
             if post:
-                seq += [(ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0),
-                        (ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0)]
-            for act, r, s_, n_ in seq:
+                seq.append(flush)
+            if sched_wakeup == "eevdf":
+                # stage k of every member before stage k + 1 of any
+                for k, step_events in enumerate(seq):
+                    while len(stages) <= k:
+                        stages.append([])
+                    stages[k] += [(dev, e) for e in step_events]
+            else:
+                stages.append([(dev, e) for step_events in seq for e in step_events])
+        for stage in stages:
+            for dev, (act, r, s_, n_) in stage:
                 out.append((at, dev, 0, act, r, s_, n_, 0, 0))
-                step += 1
     return np.array(out, dtype=np.int64).T.reshape(9, -1)
 
 
@@ -985,7 +1004,8 @@ def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int
     extra = bios.meta.get("md_meta")
     if extra is not None and len(bios) and not bios.app_io:
         one = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=1)
-        add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack, one)
+        add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack, one,
+                               policy.sched_wakeup)
         if add.shape[1]:
             both = np.concatenate([add, one], axis=1)
             first = np.r_[np.zeros(add.shape[1], np.int64), np.ones(one.shape[1], np.int64)]

@@ -19,8 +19,10 @@ CALIBRATION = {
     "6.1.0-57-amd64/linear_d2_dd1M": 1.000,   # md-linear member sizes (linear_conf)
     "6.1.0-57-amd64/r0_d2_c64_dd1M": 1.000,   # unplugged dd bios
     "6.1.0-57-amd64/r1_d2_ddw1M": 0.993,      # md_update_sb on first write and when clean
-    "7.2.13+deb14-amd64/r1_d2_ddw1M": 0.986,  # + scattered pages from the top X
-    "6.18.15+deb13-amd64/r1_d2_ddw1M": 0.986,  # + a 255-page segment cut at the trace's X
+    # + scattered pages from the top X; md_update_sb's flush sequences side by side (EEVDF)
+    "7.2.13+deb14-amd64/r1_d2_ddw1M": 1.000,
+    # + a 255-page segment cut at the trace's X; side by side (EEVDF; was 0.986)
+    "6.18.15+deb13-amd64/r1_d2_ddw1M": 0.996,
     "6.18.15+deb13-amd64/r0_d2_c64_dd1M": 1.000,  # __submit_bio's per-bio plug
     # ops_run_io's descending member loop (was 0.730: the cross-member order of each stripe)
     "6.1.0-57-amd64/r5_d4_c64_ddw192k_full": 0.987,

@@ -1,0 +1,54 @@
+"""md_update_sb's superblock writes: member after member (CFS) or side by side (EEVDF).
+
+``md_update_sb`` loops over the members calling ``md_super_write`` (REQ_PREFLUSH | REQ_FUA |
+REQ_META), then sleeps in ``md_super_wait``. On a write-back member without FUA each write is
+a flush sequence (``blk_insert_flush``: pre-flush, data, post-flush) driven by kblockd's
+high-priority worker (``blk_kick_flush`` -> ``blk_mq_kick_requeue_list``). Under CFS (<= 6.5)
+``check_preempt_wakeup`` lets that nice -20 worker preempt md's thread as soon as it is woken,
+so the first member's sequence runs before md submits the second member's write (6.1.192
+r1_d2_ddw1M: vdb F W F, then vda F W F). Under EEVDF (v6.6, RUN_TO_PARITY) md's thread keeps
+the CPU until it sleeps, so both writes are queued first and the sequences run stage by stage
+(6.18.15 r1_d2_ddw1M: F vdb, F vda, W vdb, W vda, F vdb, F vda).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workers.events import ACT_ISSUE, RWBS_FLUSH, RWBS_FUA, RWBS_META, RWBS_SYNC, RWBS_WRITE
+from workers.model import BioStream, preset_for_kernel, stack_from_spec
+from workers.model.replay import md_metadata_rows
+
+SB = RWBS_WRITE | RWBS_SYNC | RWBS_META | RWBS_FLUSH | RWBS_FUA
+
+
+def _dispatches(sched: str) -> list[tuple[int, int, int]]:
+    stack = stack_from_spec("raid1:disks=2,write_cache=write back,fua=0")
+    a, b = (m.dev for m in stack.top.members)
+    # one update (both members' superblocks at sector 8), then the write it was waiting for
+    meta = np.array([[10, 11], [b, a], [8, 8], [1, 1], [SB, SB]], dtype=np.int64)
+    bios = BioStream.from_arrays([0], [2048], rwbs=RWBS_WRITE, time_ns=[20])
+    rows = md_metadata_rows(meta, bios, stack, np.zeros((9, 0), np.int64), sched)
+    d = rows[3] == ACT_ISSUE
+    return list(zip(rows[1][d].tolist(), rows[5][d].tolist(), rows[6][d].tolist(), strict=True))
+
+
+def test_cfs_runs_each_members_flush_sequence_before_the_next_member():
+    stack = stack_from_spec("raid1:disks=2")
+    a, b = (m.dev for m in stack.top.members)
+    assert _dispatches("cfs") == [(b, 0, 0), (b, 8, 1), (b, 0, 0),
+                                  (a, 0, 0), (a, 8, 1), (a, 0, 0)]
+
+
+def test_eevdf_runs_the_members_sequences_side_by_side():
+    stack = stack_from_spec("raid1:disks=2")
+    a, b = (m.dev for m in stack.top.members)
+    assert _dispatches("eevdf") == [(b, 0, 0), (a, 0, 0), (b, 8, 1), (a, 8, 1),
+                                    (b, 0, 0), (a, 0, 0)]
+
+
+def test_change_point_is_eevdf_in_6_6():
+    assert preset_for_kernel("6.1.0-57-amd64").sched_wakeup == "cfs"
+    assert preset_for_kernel("6.5.13").sched_wakeup == "cfs"
+    assert preset_for_kernel("6.6.0").sched_wakeup == "eevdf"
+    assert preset_for_kernel("7.3.4").sched_wakeup == "eevdf"
