@@ -92,7 +92,8 @@ from workers.events import (
     parse_dev,
 )
 
-__all__ = ["CHUNK_ROWS", "ChunkSource", "PairStream", "analyze_chunks", "table_chunks"]
+__all__ = ["CHUNK_ROWS", "ChunkSource", "KeyedEvents", "PairStream", "analyze_chunks",
+           "table_chunks"]
 
 #: Rows per view when :func:`workers.analyzers.analyze` runs over a table in memory.
 CHUNK_ROWS = 1 << 22
@@ -208,67 +209,106 @@ class Pairs:
     row_b: npt.NDArray[np.int64]
 
 
+@dataclass
+class KeyedEvents:
+    """One chunk's Q/G/I/D/C events with data, sorted once by (device, sector) key, chunk
+    (time) order inside a key: every stage pair's matching reads its two letters off it.
+
+    ``key`` holds 8 bits of the device's index and 56 of the sector (``common.match_key``);
+    ``hi`` the rest of the index (0 below 256 devices), sorted first.
+    """
+
+    key: npt.NDArray[np.uint64]
+    hi: npt.NDArray[np.int64]
+    letter: npt.NDArray[np.uint8]  # index into MATCH_STAGES
+    time: npt.NDArray[np.int64]
+    ord: npt.NDArray[np.int64]  # ordinal among the table's events of that letter
+    row: npt.NDArray[np.int64]  # row in the chunk
+
+    @classmethod
+    def of(cls, ch: EventTable, letters: dict[str, tuple[npt.NDArray[np.int64],
+                                                          npt.NDArray[np.int64]]],
+           dev_idx: npt.NDArray[np.int64]) -> KeyedEvents:
+        row = np.concatenate([letters[s][0] for s in MATCH_STAGES])
+        ords = np.concatenate([letters[s][1] for s in MATCH_STAGES])
+        letter = np.concatenate([np.full(len(letters[s][0]), i, np.uint8)
+                                 for i, s in enumerate(MATCH_STAGES)])
+        in_chunk = np.argsort(row, kind="stable")
+        row, ords, letter = row[in_chunk], ords[in_chunk], letter[in_chunk]
+        del in_chunk
+        di = dev_idx[row]
+        key = match_key(di & 255, ch.sector[row])
+        hi = (di >> 8).astype(np.int64)
+        del di
+        order = np.lexsort((key, hi)) if hi.any() else np.argsort(key, kind="stable")
+        return cls(key[order], hi[order], letter[order], ch.time_ns[row][order], ords[order],
+                   row[order])
+
+
 class PairStream:
     """One stage pair A -> B matched chunk by chunk, as :class:`common.StageMatcher` does it
     on the whole table.
 
     A B event takes the last A before it with its key, and an A only its first B. So of the
     A events before a chunk only the last one of each key can still be taken, and only if no
-    B followed it: those are carried (key, time, ordinal) and put before the chunk's events,
-    and the whole-table algorithm (:func:`common.last_marked`, :func:`common.first_pairs`) runs
-    on that. Its pairs are the whole table's pairs with their B in this chunk.
+    B followed it: those are carried (key, time, ordinal; in key order) and put before the
+    chunk's events of their key, and the whole-table algorithm (:func:`common.last_marked`,
+    :func:`common.first_pairs`) runs on that. Its pairs are the whole table's pairs with their
+    B in this chunk.
     """
 
     def __init__(self, a: str, b: str) -> None:
         self.a, self.b = a, b
+        self._ia, self._ib = MATCH_STAGES.index(a), MATCH_STAGES.index(b)
         self.key = np.zeros(0, np.uint64)
-        self.hi = np.zeros(0, np.int64)
+        self.hi = _NO_ROWS
         self.time = _NO_ROWS
         self.ord = _NO_ROWS
 
-    def step(self, a: tuple[npt.NDArray[Any], ...], b: tuple[npt.NDArray[Any], ...]) -> Pairs:
-        """``a`` and ``b``: (chunk rows, keys, times, ordinals, high device bits) of the
-        chunk's A and B events (the key holds 8 bits of the device's index: beyond 256
-        devices the rest sort first)."""
-        rows_a, key_a, time_a, ord_a, hi_a = a
-        rows_b, key_b, time_b, ord_b, hi_b = b
-        nc = len(rows_a) + len(rows_b)
-        if not len(rows_b) and not len(rows_a):
+    def step(self, ev: KeyedEvents) -> Pairs:
+        """The pairs whose B event is in this chunk (``ev``: its events by key)."""
+        mine = (ev.letter == self._ia) | (ev.letter == self._ib)
+        ck, ch_, cl = ev.key[mine], ev.hi[mine], ev.letter[mine]
+        ct, co, cr = ev.time[mine], ev.ord[mine], ev.row[mine]
+        del mine
+        np_, nc = len(self.key), len(ck)
+        if not np_ + nc:
             return Pairs(_NO_ROWS, _NO_ROWS, _NO_ROWS, _NO_ROWS, _NO_ROWS)
-        # the chunk's A and B events in chunk order, after the carried A events
-        in_chunk = np.argsort(np.concatenate((rows_a, rows_b)), kind="stable")
-        np_ = len(self.key)
-        key = np.concatenate((self.key, np.concatenate((key_a, key_b))[in_chunk]))
-        is_a = np.concatenate((np.ones(np_, bool),
-                               np.concatenate((np.ones(len(rows_a), bool),
-                                               np.zeros(len(rows_b), bool)))[in_chunk]))
-        time = np.concatenate((self.time, np.concatenate((time_a, time_b))[in_chunk]))
-        ords = np.concatenate((self.ord, np.concatenate((ord_a, ord_b))[in_chunk]))
-        hi = np.concatenate((self.hi, np.concatenate((hi_a, hi_b))[in_chunk]))
-        rows = np.concatenate((np.full(np_, -1, np.int64),
-                               np.concatenate((rows_a, rows_b)).astype(np.int64)[in_chunk]))
-        del in_chunk
-        if hi.any():
-            order = np.lexsort((key, hi))  # stable
-            sk, sh = key[order], hi[order]
-            new = np.r_[True, (sk[1:] != sk[:-1]) | (sh[1:] != sh[:-1])]
-            skey = np.cumsum(new).astype(np.uint64)  # a group number per position
-            del sk, sh, new
-        else:
-            order = np.argsort(key, kind="stable")
-            skey = key[order]
-        sa = is_a[order]
-        gs = group_starts(skey, np.dtype(np.intp))
+        # the carried A events go before the chunk's events of their key (they are earlier)
+        if not (ch_.any() or self.hi.any()):
+            dest = np.searchsorted(ck, self.key, side="left") + np.arange(np_)
+        else:  # beyond 256 devices: sort by (hi, key), carried events first in a key
+            both = np.lexsort((np.concatenate((self.key, ck)),
+                               np.concatenate((self.hi, ch_))))
+            dest = np.empty(np_ + nc, np.int64)
+            dest[both] = np.arange(np_ + nc)
+            dest = dest[:np_]
+        theirs = np.ones(np_ + nc, bool)
+        theirs[dest] = False
+
+        def merged(carried: npt.NDArray[Any], chunk: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            out = np.empty(np_ + nc, chunk.dtype)
+            out[dest] = carried
+            out[theirs] = chunk
+            return out
+
+        key, hi = merged(self.key, ck), merged(self.hi, ch_)
+        time, ords = merged(self.time, ct), merged(self.ord, co)
+        rows = merged(np.full(np_, -1, np.int64), cr)
+        sa = merged(np.ones(np_, bool), cl == self._ia)
+        del ck, ch_, cl, ct, co, cr
+        new = np.ones(len(key), bool)
+        new[1:] = (key[1:] != key[:-1]) | (hi[1:] != hi[:-1])
+        group = np.cumsum(new)  # a group number per position
+        gs = group_starts(group, np.dtype(np.intp))
         last_a = last_marked(sa, gs)
         apos, bpos = first_pairs(last_a, np.flatnonzero(~sa))
-        ia, ib = order[apos], order[bpos]
-        out = Pairs(time[ia], ords[ia], time[ib], ords[ib], rows[ib])
+        out = Pairs(time[apos], ords[apos], time[bpos], ords[bpos], rows[bpos])
         # carried on: per key, the last A when no B came after it
-        ends = np.r_[np.flatnonzero(skey[1:] != skey[:-1]), len(skey) - 1] if nc + np_ else \
-            _NO_ROWS
+        ends = np.r_[np.flatnonzero(new[1:]), len(key) - 1]
         la = last_a[ends]
         lb = last_marked(~sa, gs)[ends]
-        keep = order[la[(la >= 0) & (lb < la)]]
+        keep = la[(la >= 0) & (lb < la)]
         self.key, self.hi, self.time, self.ord = key[keep], hi[keep], time[keep], ords[keep]
         return out
 
@@ -429,16 +469,12 @@ def analyze_chunks(chunks: ChunkSource, *, config: AnalyzeConfig | None = None,
         if not len(ch):
             continue
         letters = _letter_rows(ch, counters)
-        dev_idx = np.searchsorted(key_devs, ch.dev)
         t = ch.time_ns
-        ev = {s: (r, match_key(dev_idx[r] & 255, ch.sector[r]), t[r], o,
-                  (dev_idx[r] >> 8).astype(np.int64))
-              for s, (r, o) in letters.items()}
-        del dev_idx
+        ev = KeyedEvents.of(ch, letters, np.searchsorted(key_devs, ch.dev).astype(np.int64))
         start_c = np.full(len(ch), -1, np.int64)
         for p in MATCH_PAIRS:
             a, b = p
-            found = streams[p].step(ev[a], ev[b])
+            found = streams[p].step(ev)
             dev_b = ch.dev[found.row_b]
             if p in START_PAIRS:  # G overrides Q (START_PAIRS' order)
                 start_c[found.row_b] = found.time_a

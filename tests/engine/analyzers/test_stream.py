@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from workers.analyzers import AnalyzeConfig, analyze
-from workers.analyzers.common import StageMatcher, device_rows
+from workers.analyzers.common import MATCH_STAGES, StageMatcher, device_rows
 from workers.analyzers.config import LINEAGE_LIMIT
 from workers.analyzers.latency import latencies
 from workers.analyzers.lineage import lineage
 from workers.analyzers.occupancy import occupancy
-from workers.analyzers.stream import PairStream, analyze_chunks, table_chunks
+from workers.analyzers.stream import KeyedEvents, PairStream, analyze_chunks, table_chunks
 from workers.analyzers.throughput import iostat_row
 from workers.events import ACTION_CODES, EventTable, make_dev
 from workers.traces import ingest
@@ -157,23 +157,25 @@ def test_pairing_is_stage_matchers() -> None:
 
 def test_pair_stream_carries_only_takeable_events() -> None:
     """An A followed by its B is not carried; a superseded A is dropped; the last A of a
-    key without a B waits (and is taken by a B chunks later)."""
+    key without a B waits (and is taken by the first B chunks later)."""
     ps = PairStream("D", "C")
+    d, c = MATCH_STAGES.index("D"), MATCH_STAGES.index("C")
 
-    def ev(rows, keys, times, ords):
-        return (np.array(rows, np.int64), np.array(keys, np.uint64), np.array(times, np.int64),
-                np.array(ords, np.int64), np.zeros(len(rows), np.int64))
+    def ev(*events):  # (key, letter, time, ordinal, row), already in key order
+        cols = list(zip(*events)) or [(), (), (), (), ()]
+        return KeyedEvents(np.array(cols[0], np.uint64), np.zeros(len(events), np.int64),
+                           np.array(cols[1], np.uint8), np.array(cols[2], np.int64),
+                           np.array(cols[3], np.int64), np.array(cols[4], np.int64))
 
-    none = ev([], [], [], [])
-    # chunk 1: D@5 (key 1) -> C, D@7 (key 2) twice: the first is superseded
-    p = ps.step(ev([0, 2, 3], [1, 2, 2], [10, 12, 13], [0, 1, 2]), ev([1], [1], [11], [0]))
+    # chunk 1: D then C of key 1; two Ds of key 2, the first superseded by the second
+    p = ps.step(ev((1, d, 10, 0, 0), (1, c, 11, 0, 1), (2, d, 12, 1, 2), (2, d, 13, 2, 3)))
     assert p.time_a.tolist() == [10] and p.time_b.tolist() == [11]
     assert ps.time.tolist() == [13]  # only the later D of key 2 waits
-    p = ps.step(none, none)
+    p = ps.step(ev())
     assert len(p.time_a) == 0 and ps.time.tolist() == [13]
-    p = ps.step(none, ev([0, 1], [2, 2], [20, 21], [1, 2]))  # two Cs: the first takes it
+    p = ps.step(ev((2, c, 20, 1, 0), (2, c, 21, 2, 1)))  # two Cs: the first takes it
     assert p.time_a.tolist() == [13] and p.time_b.tolist() == [20] and p.ord_a.tolist() == [2]
-    assert len(ps.time) == 0
+    assert p.row_b.tolist() == [0] and len(ps.time) == 0
 
 
 def test_chunks_out_of_time_order_are_refused() -> None:
