@@ -120,6 +120,9 @@ def unexercised(field: str, stack: Any, bios: Any) -> str:
         return "no md raid0 in the stack"
     if field == "sched_wakeup" and bios.meta.get("md_meta") is None:
         return "no md superblock writes in the trace"
+    if field == "dm_crypt_split" and not any(
+            getattr(n, "approximates", "") == "dm-crypt" for n in stack.nodes()):
+        return "no dm-crypt in the stack"
     if field == "raid0_discard":
         if "raid0" not in kinds:
             return "no raid0 in the stack"

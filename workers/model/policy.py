@@ -38,6 +38,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "raid10_chunk_limit": ("off", "on"),
     "raid0_split": ("resubmit", "map_both"),
     "sched_wakeup": ("cfs", "eevdf"),
+    "dm_crypt_split": ("writes_1m", "128k"),
 }
 
 #: Old spellings still accepted (stored comparisons and scripts may carry them): field -> old -> new.
@@ -106,6 +107,11 @@ class Policy:
             writes the next member's superblock; ``eevdf`` (147f3efaa241, v6.6, RUN_TO_PARITY
             in ``pick_eevdf``): md's thread queues every member's write first and the
             sequences run side by side.
+        dm_crypt_split: where dm-crypt (``crypt_map`` -> ``dm_accept_partial_bio`` with
+            ``get_max_request_sectors``) cuts a bio, the rest resubmitted by dm:
+            ``writes_1m`` (up to 6.10: writes above BIO_MAX_VECS pages; reads whole) or
+            ``128k`` (0d815e3400e6 "dm-crypt: limit the size of encryption requests", v6.11:
+            reads and writes at 128 KiB, the ``max_read_size`` / ``max_write_size`` defaults).
         name: the preset label this policy came from (not a behaviour).
     """
 
@@ -128,6 +134,7 @@ class Policy:
     raid10_chunk_limit: str = "on"
     raid0_split: str = "map_both"
     sched_wakeup: str = "eevdf"
+    dm_crypt_split: str = "128k"
     name: str = "custom"
 
     def __post_init__(self) -> None:

@@ -109,6 +109,13 @@ STRIPE_SECTORS = 8
 #: NR_STRIPE_HASH_LOCKS (drivers/md/raid5.h): the stripe cache is split into 8 lists.
 NR_STRIPE_HASH_LOCKS = 8
 
+#: DM_CRYPT_DEFAULT_MAX_READ_SIZE = DM_CRYPT_DEFAULT_MAX_WRITE_SIZE (drivers/md/dm-crypt.c,
+#: v6.11): the largest request dm-crypt encrypts or decrypts as one, in bytes.
+DM_CRYPT_DEFAULT_MAX_IO = 131072
+#: BIO_MAX_VECS pages of PAGE_SIZE: the most a dm-crypt write buffer held before v6.11.
+BIO_MAX_VECS = 256
+PAGE_SIZE = 4096
+
 
 class R5Cache:
     """The stripe cache of one raid4/5/6 array: which member blocks of a row are up to date.
@@ -822,7 +829,17 @@ class Engine:
         self._release(bio, self.now)
 
     def linear_request(self, node: Node, bio: Bio) -> None:
-        """md-linear: ``which_dev``; a bio crossing a member end is split there."""
+        """md-linear: ``which_dev``; a bio crossing a member end is split there.
+
+        dm-crypt (modelled as linear over its one device) first cuts the bio at its request
+        size limit (:meth:`_dm_crypt_max_sectors`): ``crypt_map`` -> ``dm_accept_partial_bio``,
+        and ``dm_split_and_process_bio`` resubmits the rest (``submit_bio_noacct``), which is
+        mapped after the front's clone went to the device.
+        """
+        if node.approximates == "dm-crypt":
+            cap = self._dm_crypt_max_sectors(bio)
+            if 0 < cap < bio.nr:
+                bio = self._personality_split(bio, cap)
         sizes = [node.member_size(i) for i in range(len(node.members))]
         idx, msec, left = linear_map(bio.sector, sizes)
         if left < bio.nr:
@@ -830,6 +847,19 @@ class Engine:
         piece = self._piece(node, bio)
         self._remap(node, bio, node.members[idx], msec + node.data_offset, bio.nr, piece)
         self._release(bio, self.now)
+
+    def _dm_crypt_max_sectors(self, bio: Bio) -> int:
+        """dm-crypt's largest request (sectors; 0: no limit), ``get_max_request_sectors``.
+
+        ``dm_crypt_split=128k`` (0d815e3400e6 "dm-crypt: limit the size of encryption
+        requests", v6.11): reads and writes of at most DM_CRYPT_DEFAULT_MAX_READ_SIZE /
+        DM_CRYPT_DEFAULT_MAX_WRITE_SIZE (128 KiB, the ``max_read_size`` / ``max_write_size``
+        module parameters at 0). ``writes_1m`` (before it): only a write above BIO_MAX_VECS
+        pages (1 MiB) is cut, since ``crypt_alloc_buffer`` allocates at most that many pages.
+        """
+        if self.policy.dm_crypt_split == "128k":
+            return DM_CRYPT_DEFAULT_MAX_IO >> 9
+        return (BIO_MAX_VECS * PAGE_SIZE) >> 9 if bio.op == OP_WRITE else 0
 
     def cache_submit(self, node: Node, bio: Bio) -> None:
         """A bcache-like driver: every bio is resubmitted to the cache disk (member 0).
