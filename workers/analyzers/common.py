@@ -353,13 +353,13 @@ class ValueCounts:
     Exact order statistics need every value, but most of these streams repeat values (a
     sequential stream's seeks are a handful of distances), so batches are squashed into sorted
     distinct values and counts (16 bytes per distinct value) as they come. When squashing stops
-    paying (more than half the values distinct), raw int64 batches are kept instead (8 bytes a
-    value) and squashed once at the end. Every statistic is then read off ``(values, counts)``:
+    paying (more than half the values distinct), raw batches are kept instead (4 bytes a value
+    when it fits 32 bits unsigned, else 8) and squashed once at the end. Every statistic is then read off ``(values, counts)``:
     the whole-table and the chunked analysis use the same code.
     """
 
     def __init__(self) -> None:
-        self._raw: list[npt.NDArray[np.int64]] = []
+        self._raw: list[npt.NDArray[Any]] = []
         self._nraw = 0
         self._squash_ok = True
         self.total = 0
@@ -367,10 +367,16 @@ class ValueCounts:
         self.counts: npt.NDArray[np.int64] = np.zeros(0, np.int64)
 
     def add(self, values: npt.NDArray[Any]) -> None:
-        """Add a batch (copied: a batch may be a view of a chunk that is about to go)."""
+        """Add a batch (copied: a batch may be a view of a chunk that is about to go).
+
+        A raw batch whose values fit 32 bits unsigned (latencies under 4.3 s, seeks under
+        2 TiB) is kept as uint32: half the memory while it waits to be squashed.
+        """
         v = np.array(values, dtype=np.int64)
         if not len(v):
             return
+        if int(v.min()) >= 0 and int(v.max()) < (1 << 32):
+            v = v.astype(np.uint32)
         self._raw.append(v)
         self._nraw += len(v)
         self.total += len(v)
@@ -383,7 +389,7 @@ class ValueCounts:
         if not self._raw:
             return
         parts, self._raw, self._nraw = self._raw, [], 0
-        raw = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        raw = np.concatenate(parts, dtype=np.int64)
         del parts
         raw.sort()
         v, c = _runs(raw)

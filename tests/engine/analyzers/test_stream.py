@@ -218,3 +218,20 @@ def test_memory_follows_the_chunk_not_the_table() -> None:
         tracemalloc.stop()
     assert res["events"] == len(table)
     assert peak < 48 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
+
+
+def test_value_counts_of_batches_equal_numpy_unique() -> None:
+    """Batches squashed, kept raw (mostly distinct), 32-bit and full 64-bit values alike."""
+    from workers.analyzers.common import ValueCounts
+
+    rng = np.random.default_rng(16)
+    cases = (rng.integers(0, 1 << 40, 300_000), rng.integers(-5, 5, 200_000),
+             rng.integers(0, 1000, 500_000), np.array([2**63 - 1, -2**63, 0, 7, 7]))
+    for values in cases:
+        vc = ValueCounts()
+        for part in np.array_split(values, 7):
+            vc.add(part)
+        got_v, got_c = vc.finish()
+        want_v, want_c = np.unique(values, return_counts=True)
+        assert got_v.tolist() == want_v.tolist() and got_c.tolist() == want_c.tolist()
+        assert vc.total == len(values)
