@@ -39,6 +39,11 @@ class KernelUnbootable(LabError):
     instead of booting it to find that virtio_blk, md and 9p are missing.
     """
 
+    def __init__(self, message: str, version: str) -> None:
+        super().__init__(message)
+        #: the resolved ``uname -r`` (``6.19.14+deb13-amd64`` for ``--kernel 6.19.14``)
+        self.version = version
+
 
 @dataclass(frozen=True)
 class Kernel:
@@ -264,7 +269,7 @@ def _unbootable(version: str, missing: list[str], image_pkg: str) -> KernelUnboo
     return KernelUnbootable(
         f"kernel {version} cannot boot in the lab: the Debian archive offers {image_pkg} but "
         f"not {', '.join(missing)}, which it depends on (its virtio, md, dm and 9p drivers are "
-        "modules); pick another version (--list-kernels)")
+        "modules); pick another version (--list-kernels)", version)
 
 
 def _find_image(root: Path, version: str) -> Path | None:
@@ -330,7 +335,7 @@ def fetch_debian(spec: str, *, apt: PrivateApt | None = None,
         shutil.rmtree(tmp, ignore_errors=True)
         raise KernelUnbootable(f"kernel {version} cannot boot in the lab: no lib/modules/"
                                f"{version}/kernel in {', '.join(packages)} (its virtio, md, dm "
-                               "and 9p drivers are modules); pick another version")
+                               "and 9p drivers are modules); pick another version", version)
     shutil.rmtree(tmp / "debs", ignore_errors=True)
     (tmp / "ok").write_text(" ".join(packages) + "\n")
     if final.exists():
@@ -347,7 +352,7 @@ def _debian_kernel(version: str, image: Path, root: Path) -> Kernel:
     if mods is None:
         raise KernelUnbootable(f"kernel {version} cannot boot in the lab: its unpacked packages "
                                f"({root}) hold no lib/modules/{version}/kernel (the archive "
-                               "lacks its modules package?); pick another version")
+                               "lacks its modules package?); pick another version", version)
     return Kernel(version, image, mods, f"Debian package ({version})")
 
 

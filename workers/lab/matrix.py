@@ -150,8 +150,8 @@ def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: s
         try:
             kernel = fetch_debian(kspec, progress=say)
         except KernelUnbootable as exc:
-            alert(f"[{kspec}] skipped: {exc}")
-            skipped[kspec] = str(exc)[:500]
+            alert(f"[{exc.version}] skipped: {exc}")
+            skipped[exc.version] = str(exc)[:500]
             _write_index(index_path, index)
             continue
         skipped.pop(kspec, None)

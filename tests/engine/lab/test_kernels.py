@@ -192,8 +192,9 @@ def test_fetch_debian_refuses_a_kernel_without_modules_before_downloading(
     apt = _SplitArchive([f"linux-image-{V619}", f"linux-binary-{V619}"], SHOW_6_19)
     v = re.escape(V619)
     with pytest.raises(KernelUnbootable, match=rf"{v} cannot boot in the lab: .*offers "
-                       rf"linux-image-{v} but not linux-modules-{v}"):
+                       rf"linux-image-{v} but not linux-modules-{v}") as info:
         fetch_debian("6.19.14+deb13", apt=apt)  # type: ignore[arg-type]
+    assert info.value.version == V619
     assert apt.downloads == []
     assert not (tmp_path / "kernels" / V619).exists()
 
