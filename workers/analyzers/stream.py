@@ -104,6 +104,11 @@ ChunkSource = Callable[[], Iterable[EventTable]]
 MATCH_PAIRS: tuple[tuple[str, str], ...] = tuple(dict.fromkeys(
     list(LATENCY_PAIRS) + list(START_PAIRS) + [(a, b) for _k, a, b, _w in OCCUPANCY_PAIRS]
     + [(a, b) for a, b, _by_a in RECORD_PAIRS]))
+#: Pairs only the lineage records read: not matched once their issues (the first
+#: LINEAGE_LIMIT D events) are behind.
+LINEAGE_ONLY: frozenset[tuple[str, str]] = frozenset(MATCH_PAIRS) - frozenset(
+    list(LATENCY_PAIRS) + list(START_PAIRS) + [(a, b) for _k, a, b, _w in OCCUPANCY_PAIRS]
+    + [("D", "C"), ("Q", "C")])
 #: The pairs swept in pass 3 (their paired events are remembered as bits in pass 2):
 #: in flight and %util (D..C), scheduler (G..D), %util without D (Q..C).
 SWEEP_PAIRS: tuple[tuple[str, str], ...] = (("D", "C"), ("G", "D"), ("Q", "C"))
@@ -229,13 +234,15 @@ class KeyedEvents:
     def of(cls, ch: EventTable, letters: dict[str, tuple[npt.NDArray[np.int64],
                                                           npt.NDArray[np.int64]]],
            dev_idx: npt.NDArray[np.int64]) -> KeyedEvents:
-        row = np.concatenate([letters[s][0] for s in MATCH_STAGES])
-        ords = np.concatenate([letters[s][1] for s in MATCH_STAGES])
-        letter = np.concatenate([np.full(len(letters[s][0]), i, np.uint8)
-                                 for i, s in enumerate(MATCH_STAGES)])
-        in_chunk = np.argsort(row, kind="stable")
-        row, ords, letter = row[in_chunk], ords[in_chunk], letter[in_chunk]
-        del in_chunk
+        lut = np.full(256, 255, np.uint8)
+        for i, s in enumerate(MATCH_STAGES):
+            lut[ACTION_CODES[s]] = i
+        code = lut[ch.action]
+        row = np.flatnonzero((code != 255) & (ch.nr_sectors > 0)).astype(np.int64)  # in order
+        letter = code[row]
+        ords = np.empty(len(row), np.int64)
+        for i, s in enumerate(MATCH_STAGES):
+            ords[letter == i] = letters[s][1]
         di = dev_idx[row]
         key = match_key(di & 255, ch.sector[row])
         hi = (di >> 8).astype(np.int64)
@@ -472,8 +479,11 @@ def analyze_chunks(chunks: ChunkSource, *, config: AnalyzeConfig | None = None,
         t = ch.time_ns
         ev = KeyedEvents.of(ch, letters, np.searchsorted(key_devs, ch.dev).astype(np.int64))
         start_c = np.full(len(ch), -1, np.int64)
+        d_before = counters["D"] - len(letters["D"][0])
         for p in MATCH_PAIRS:
             a, b = p
+            if p in LINEAGE_ONLY and d_before >= limit:
+                continue  # every issue with a record is behind: no pair of this kind is read
             found = streams[p].step(ev)
             dev_b = ch.dev[found.row_b]
             if p in START_PAIRS:  # G overrides Q (START_PAIRS' order)
