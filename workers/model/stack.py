@@ -679,6 +679,8 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
     chunk = _int(chunk_kb, "chunk_kb") * 2 if not isinstance(chunk_kb, str) or \
         chunk_kb.strip().isdigit() else parse_size(chunk_kb) >> 9
     sizes = tuple(_int(x, "sizes_sectors") for x in (st.get("sizes_sectors") or ()))
+    if not sizes and kind == "linear" and st.get("dm_table"):
+        sizes = dm_linear_sizes(st.get("dm_table") or (), member_devs)
     component = st.get("component_size_sectors", st.get("dev_sectors"))
     if not sizes and component:
         sizes = (_int(component, "component_size_sectors"),) * len(members)
@@ -701,6 +703,34 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
                 stripe_cache=max(_int(st.get("stripe_cache_size", 256), "stripe_cache_size"), 1),
                 approximates=_approximated(str(st.get("kind", "disk")), note))
     return Stack(node, notes)
+
+
+def dm_linear_sizes(table: Sequence[str], members: Sequence[int]) -> tuple[int, ...]:
+    """Member lengths (sectors) of a dm-linear device from its table (``dmsetup table``).
+
+    Each ``linear`` target maps ``[start, start + len)`` of the device to its ``dev`` at an
+    offset (``linear_map_sector``), and dm core never lets a bio cross a target
+    (``max_io_len_target_boundary`` in ``__split_and_process_bio``): the targets in start
+    order, one per member, are the member sizes md-linear's ``which_dev`` needs. Empty when
+    the table is not one linear target per member at offset 0, in member order.
+    """
+    rows: list[tuple[int, int, int]] = []
+    for line in table:
+        words = str(line).split(":", 1)[-1].split()
+        if len(words) < 5 or words[2] != "linear":
+            return ()
+        try:
+            start, length, off = int(words[0]), int(words[1]), int(words[4])
+            dev = parse_dev(words[3].replace(":", ","))
+        except ValueError:
+            return ()
+        if off != 0:
+            return ()
+        rows.append((start, length, dev))
+    rows.sort()
+    if [d for _, _, d in rows] != list(members):
+        return ()
+    return tuple(length for _, length, _ in rows)
 
 
 def md_member_sizes(examine: str, members: Sequence[str], *, array_sectors: int = 0,
