@@ -77,12 +77,12 @@ def test_chord_equals_single_task_and_reports_progress(chord_queue, client, monk
     from django.core.files.storage import default_storage
     from django.utils import timezone
 
-    from workers.analyzers.sizes import SizeAcc
-    from workers.analyzers.throughput import SeriesAcc
     from reviewapp import shards
     from reviewapp.models import AnalysisJob, BundleResult
     from reviewapp.services.comparisons import submission_create
     from reviewapp.tasks import run_analysis, run_merge
+    from workers.analyzers.sizes import SizeAcc
+    from workers.analyzers.throughput import SeriesAcc
 
     r, queue = chord_queue
     paths = demo_files("k61_W1b")
