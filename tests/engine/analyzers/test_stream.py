@@ -20,7 +20,7 @@ from workers.analyzers.lineage import lineage
 from workers.analyzers.occupancy import occupancy
 from workers.analyzers.stream import KeyedEvents, PairStream, analyze_chunks, table_chunks
 from workers.analyzers.throughput import iostat_row
-from workers.events import ACTION_CODES, EventTable, make_dev
+from workers.events import ACTION_CODES, DeviceInfo, EventTable, make_dev
 from workers.traces import ingest
 from workers.traces.synth import all_actions_table, realistic_table
 
@@ -72,6 +72,15 @@ def _untimed(table: EventTable) -> EventTable:
                       time_known=False, meta=table.meta)
 
 
+def _manifest_devices(table: EventTable) -> EventTable:
+    """Names and limits from a manifest, and a device named there that has no events."""
+    devices = {make_dev(8, 0): DeviceInfo(make_dev(8, 0), "sda", {"max_sectors_kb": 512}),
+               make_dev(8, 16): DeviceInfo(make_dev(8, 16), "sdb", {"chunk_kb": 64}),
+               make_dev(8, 96): DeviceInfo(make_dev(8, 96), "sdg")}
+    return EventTable(table.columns(), comms=table.comms, devices=devices,
+                      time_known=table.time_known, meta=table.meta)
+
+
 def _ingest(*patterns: str) -> EventTable:
     files = sorted(f for p in patterns for f in glob.glob(str(DATA / p)))
     assert files, patterns
@@ -84,6 +93,7 @@ SMALL = {
     "flushes_ties": lambda: _ties(_with_flushes(realistic_table(600, seed=4))),
     "untimed": lambda: _untimed(realistic_table(500, seed=6, devices=3)),
     "seed001_ftrace": lambda: _ingest("seeds/001_ftrace_excerpt.txt"),
+    "manifest_devices": lambda: _manifest_devices(realistic_table(400, seed=17, devices=2)),
 }
 
 
