@@ -48,6 +48,20 @@ from workers.events import (
 )
 from workers.model.device import _service_parts
 from workers.model.elevator import FIFO_BATCH, READ_EXPIRE_NS, WRITE_EXPIRE_NS, WRITES_STARVED
+from workers.model.evbuf import (
+    EV_ACT,
+    EV_AUX,
+    EV_AUX2,
+    EV_DEV,
+    EV_NR,
+    EV_PID,
+    EV_RWBS,
+    EV_SEC,
+    EV_TIME,
+    EventChunk,
+    head,
+    new_events,
+)
 from workers.model.limits import QueueLimits
 from workers.model.policy import Policy
 from workers.model.split import OP_READ, OP_WRITE
@@ -100,9 +114,10 @@ F_NOMERGE = 1
 EV_COMPLETE = 0
 EV_UNIT = 1
 #: Initial pool rows and event-buffer bounds (tests shrink them to exercise the resume path).
-#: The event buffer is sized from the input (up to MAX_EVENTS_BUFFER rows, 2.4 GB of address
-#: space) so that one chunk holds a run of millions of bios: np.empty leaves the rows never
-#: written without memory behind them, and the table is assembled from one chunk in place.
+#: The event buffer is sized from the input (up to MAX_EVENTS_BUFFER rows, 51 bytes each: 1.7
+#: GB of address space) so that one chunk holds a run of millions of bios: np.empty leaves the
+#: rows never written without memory behind them, and the table's columns are that chunk's
+#: arrays (sorted and numbered in place, :func:`workers.model.replay.event_columns`).
 MIN_POOL = 1 << 16
 MIN_EVENTS = 1 << 16
 MAX_EVENTS_BUFFER = 1 << 25
@@ -147,18 +162,19 @@ def eligible(bios_rwbs: npt.NDArray[np.int64], stack: Stack, limits: dict[int, Q
 @_jit
 def _ev(EV: Any, S: Any, t: int, dev: int, pid: int, act: int, rwbs: int, sec: int, nr: int,
         aux: int, aux2: int) -> None:
-    # EV is column-major (one row per field): the event table takes each field as a
-    # contiguous column without a strided copy
+    # EV holds one array per field in the EventTable's own dtypes (evbuf.new_events): the table
+    # takes them as its columns, so no event is copied or converted after the run (each
+    # value is cast as numpy's astype casts it)
     i = S[S_EVN]
-    EV[0, i] = t
-    EV[1, i] = dev
-    EV[2, i] = pid
-    EV[3, i] = act
-    EV[4, i] = rwbs
-    EV[5, i] = sec
-    EV[6, i] = nr
-    EV[7, i] = aux
-    EV[8, i] = aux2
+    EV[EV_TIME][i] = t
+    EV[EV_DEV][i] = dev
+    EV[EV_PID][i] = pid
+    EV[EV_ACT][i] = act
+    EV[EV_RWBS][i] = rwbs
+    EV[EV_SEC][i] = sec
+    EV[EV_NR][i] = nr
+    EV[EV_AUX][i] = aux
+    EV[EV_AUX2][i] = aux2
     S[S_EVN] = i + 1
 
 
@@ -1146,7 +1162,7 @@ def _run(B: Any, FB: Any, P: Any, FP: Any, U: Any, T: Any, UT: Any, UB: Any, R: 
     """Run until the heap is empty (returns 0) or a buffer is low (returns 1: grow, call again)."""
     bio_based = L[top, L_KIND] != KIND_DISK
     while S[S_HN] > 0 or S[S_HNU] > 0:
-        if EV.shape[1] - S[S_EVN] < margin_ev or S[S_BFREE] < margin_pool or \
+        if len(EV[EV_TIME]) - S[S_EVN] < margin_ev or S[S_BFREE] < margin_pool or \
                 S[S_PFREE] < margin_pool or S[S_RFREE] < margin_pool or \
                 H.shape[0] - S[S_HN] < margin_pool or HU.shape[0] - S[S_HNU] < margin_pool or \
                 E[0].shape[1] - _max_of(E[3]) < margin_pool or \
@@ -1255,9 +1271,9 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
              flags: npt.NDArray[np.int64], seg: npt.NDArray[np.int64],
              pid: npt.NDArray[np.int64], time_ns: npt.NDArray[np.int64],
              units: npt.NDArray[np.int64], threads: npt.NDArray[np.int64],
-             step_ns: int, think_ns: int) -> tuple[list[npt.NDArray[np.int64]], int]:
-    """Run the compiled engine; returns (event columns as chunks of [9, k] in recording order,
-    number of requests).
+             step_ns: int, think_ns: int) -> tuple[list[EventChunk], int]:
+    """Run the compiled engine; returns (the events as chunks in recording order, each a tuple
+    of ``EVENT_FIELDS`` columns in the EventTable's dtypes; number of requests).
 
     ``units``: int64 [n, 3] (first bio, end bio, thread) per unit, bios of a unit contiguous
     and units of a thread contiguous; ``threads``: int64 [m, 3] (first unit, end unit, depth).
@@ -1331,8 +1347,8 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
     HU = np.zeros((nu + 1, 4), dtype=np.int64)  # unit starts: every unit may be scheduled up front
     pieces = int(np.sum(nr // max(min_piece * 8, 1))) + 2 * nb
     ev_rows = min(max(nb + 8 * pieces, MIN_EVENTS), MAX_EVENTS_BUFFER) + 2 * margin_ev
-    EV = np.empty((9, ev_rows), dtype=np.int64)
-    chunks: list[npt.NDArray[np.int64]] = []
+    EV = new_events(ev_rows)
+    chunks: list[EventChunk] = []
     PL = np.zeros(PLUG_SCRATCH, dtype=np.int64)
     TMP = np.zeros((TMP_ROWS, PLUG_SCRATCH), dtype=np.int64)
     Q = np.full((nn, 2), -1, dtype=np.int64)
@@ -1353,10 +1369,10 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
             raise RuntimeError("fast replay ran out of pool space")
         if status == 0:
             break
-        if EV.shape[1] - S[S_EVN] < margin_ev:
+        if len(EV[EV_TIME]) - S[S_EVN] < margin_ev:
             # hand the filled buffer over as a chunk and go on in a new one (no copies)
-            chunks.append(EV[:, :S[S_EVN]])
-            EV = np.empty_like(EV)
+            chunks.append(head(EV, int(S[S_EVN])))
+            EV = new_events(ev_rows)
             S[S_EVN] = 0
         if S[S_BFREE] < margin_pool:
             B, FB, S[S_BFREE] = _grow_pool(B, FB, int(S[S_BFREE]))
@@ -1379,8 +1395,9 @@ def run_fast(stack: Stack, policy: Policy, limits: dict[int, QueueLimits], serve
             srv._units = [float(x) for x in SVU[i, :len(srv._units)]]
             srv._bus_free, srv._last_c, srv.head = float(SV[i, 2]), float(SV[i, 3]), int(SV[i, 4])
             srv.busy_ns += float(SV[i, 5])
-    chunks.append(EV[:, :S[S_EVN]])
+    chunks.append(head(EV, int(S[S_EVN])))
     return chunks, int(S[S_NREQ])
+
 
 
 def _new_elevator(nn: int, cap: int, margin_pool: int) -> tuple[Any, ...]:

@@ -55,6 +55,21 @@ from workers.events import (
     EventTable,
 )
 from workers.model.build import build_bios, natural_bio_pages
+from workers.model.evbuf import (
+    EV_ACT,
+    EV_AUX,
+    EV_AUX2,
+    EV_DEV,
+    EV_NR,
+    EV_PID,
+    EV_RWBS,
+    EV_SEC,
+    EV_TIME,
+    EVENT_FIELDS,
+    EventChunk,
+    one_chunk,
+    rows_to_chunk,
+)
 from workers.model.limits import QueueLimits
 from workers.model.plug import F_IDLE, F_SYNC, Bio
 from workers.model.policy import Policy, parse_size
@@ -991,25 +1006,26 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
 
 
 def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int,
-           cols: npt.NDArray[np.int64] | list[npt.NDArray[np.int64]] | None = None
-           ) -> EventTable:
-    """The recorded events as an EventTable: ``cols`` is ``[9, n]`` (time, dev, pid, action,
-    rwbs, sector, nr, aux, aux2), or a list of such chunks, from the compiled engine; None:
-    the Python engine's rows."""
-    if cols is None:
+           chunks: list[EventChunk] | None = None) -> EventTable:
+    """The recorded events as an EventTable: ``chunks`` are the compiled engine's (whose
+    arrays become the table's columns); None: the Python engine's rows."""
+    if chunks is None:
         rows = eng.ev_rows
-        cols = (np.array(rows, dtype=np.int64).T.copy() if rows
-                else np.zeros((9, 0), dtype=np.int64))
-    chunks = [cols] if isinstance(cols, np.ndarray) else list(cols)
+        chunks = [rows_to_chunk(np.array(rows, dtype=np.int64).T if rows
+                                else np.zeros((9, 0), dtype=np.int64))]
     extra = bios.meta.get("md_meta")
     if extra is not None and len(bios) and not bios.app_io:
-        one = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=1)
-        add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack, one,
-                               policy.sched_wakeup)
+        one = one_chunk(chunks)
+        add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack,
+                               one[EV_TIME][np.newaxis, :], policy.sched_wakeup)
         if add.shape[1]:
-            both = np.concatenate([add, one], axis=1)
-            first = np.r_[np.zeros(add.shape[1], np.int64), np.ones(one.shape[1], np.int64)]
-            one = both[:, np.lexsort((first, both[0]))]
+            # the metadata rows go before the engine's rows of the same time
+            t = np.concatenate([add[EV_TIME], one[EV_TIME]])
+            first = np.r_[np.zeros(add.shape[1], np.int64), np.ones(len(one[EV_TIME]), np.int64)]
+            order = np.lexsort((first, t))
+            extra_rows = rows_to_chunk(add)
+            one = tuple(np.concatenate([extra_rows[k], one[k]])[order]  # type: ignore[assignment]
+                        for k in range(len(EVENT_FIELDS)))
         chunks = [one]
     columns = event_columns(chunks, list(stack.by_dev()))
     limits = all_limits(stack, policy)
@@ -1022,28 +1038,29 @@ def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int
                                       "requests": eng.n_requests}})
 
 
-#: Rows of the engines' event columns (``[9, n]`` int64, see :func:`_table`).
-EV_TIME, EV_DEV, EV_PID, EV_ACT, EV_RWBS, EV_SEC, EV_NR, EV_AUX, EV_AUX2 = range(9)
-#: Devices :func:`_gather_events` can tell apart (the stack's and any other seen): beyond, the
+#: Devices :func:`_number_events` can tell apart (the stack's and any other seen): beyond, the
 #: numpy twin numbers them.
 MAX_SEQ_DEVICES = 1024
 
 
-def event_columns_numpy(chunks: list[npt.NDArray[np.int64]], stack_devs: list[int]
+def event_columns_numpy(chunks: list[EventChunk], stack_devs: list[int]
                         ) -> dict[str, npt.NDArray[Any]]:
     """The EventTable columns of the engines' events: sorted by time (stable: events are
     recorded in time order almost always, not quite where a completion falls between two
     submission steps), times from the first event, per-device sequence numbers from 1
     (blktrace numbers each device's events), comm 1 (the stream's) except for pid 0
-    (completions). The readable twin of :func:`event_columns`."""
-    cols = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=1)
-    t = cols[EV_TIME]
+    (completions). The readable twin of :func:`event_columns`; the chunks are left as they
+    are."""
+    c = one_chunk(chunks)
+    cols = dict(zip(EVENT_FIELDS, c, strict=True))
+    t = cols["time_ns"]
     if len(t) > 1 and bool(np.any(t[1:] < t[:-1])):
-        cols = cols[:, np.argsort(t, kind="stable")]
-        t = cols[EV_TIME]
+        order = np.argsort(t, kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+        t = cols["time_ns"]
     if len(t):
-        t = t - t[0]
-    dev = cols[EV_DEV]
+        cols["time_ns"] = t - t[0]
+    dev = cols["dev"]
     seq = np.zeros(len(t), dtype=np.int64)
     for d in stack_devs:
         idx = np.flatnonzero(dev == d)
@@ -1051,40 +1068,42 @@ def event_columns_numpy(chunks: list[npt.NDArray[np.int64]], stack_devs: list[in
     for d in np.unique(dev[seq == 0]):  # a device outside the stack (none expected)
         idx = np.flatnonzero(dev == d)
         seq[idx] = np.arange(1, len(idx) + 1)
-    pid = cols[EV_PID]
-    out = {"time_ns": t, "seq": seq, "dev": dev, "pid": pid, "action": cols[EV_ACT],
-           "rwbs": cols[EV_RWBS], "sector": cols[EV_SEC], "nr_sectors": cols[EV_NR],
-           "aux": cols[EV_AUX], "aux2": cols[EV_AUX2], "comm": np.where(pid == 0, 0, 1)}
-    return {k: np.ascontiguousarray(v, dtype=COLUMN_DTYPES[k]) for k, v in out.items()}
+    cols["seq"] = seq
+    cols["comm"] = np.where(cols["pid"] == 0, 0, 1)
+    return {k: np.ascontiguousarray(v, dtype=COLUMN_DTYPES[k]) for k, v in cols.items()}
 
 
-def event_columns(chunks: list[npt.NDArray[np.int64]], stack_devs: list[int]
+def event_columns(chunks: list[EventChunk], stack_devs: list[int]
                   ) -> dict[str, npt.NDArray[Any]]:
-    """:func:`event_columns_numpy` in one compiled pass, for millions of events: the columns
-    are written in sorted order, in the table's own dtypes, straight from the engine's buffer
-    (read in place, rows strided), seq numbers on the way; only the time column is sorted
-    (when out of order). No concatenation (one chunk in the common case), no sorted copy of
-    the int64 rows, no dtype conversions."""
-    c = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=1)
-    n = c.shape[1]
-    t = c[EV_TIME]
-    order = np.zeros(0, dtype=np.int64)  # empty: already in time order
-    if n > 1 and not _is_sorted(t):
-        order = np.argsort(t, kind="stable")
+    """:func:`event_columns_numpy` for millions of events, without copying them: the chunk's
+    arrays (already in the table's dtypes) become the columns. When the times are out of
+    order, a stable argsort of the time column gives the order and :func:`_permute_rows`
+    moves every field's rows into it in place; one compiled pass then numbers each device's
+    events and sets comm, and the times are made relative in place. Several chunks (a run
+    longer than the engine's buffer) are concatenated first.
+
+    The chunks are consumed: their arrays are reordered in place and returned as columns.
+    Memory touched beyond the events themselves: the order (8 bytes per event, only when out
+    of order), seq and comm (4 + 4)."""
+    c = one_chunk(chunks)
     if len(stack_devs) >= MAX_SEQ_DEVICES:
-        return event_columns_numpy(chunks, stack_devs)
+        return event_columns_numpy([c], stack_devs)
+    t = c[EV_TIME]
+    n = len(t)
+    if n > 1 and not _is_sorted(t):
+        _permute_rows(np.argsort(t, kind="stable"), c)
     devs = np.zeros(MAX_SEQ_DEVICES, dtype=np.int64)
     devs[:len(stack_devs)] = stack_devs
-    out = {k: np.empty(n, dtype=COLUMN_DTYPES[k]) for k in _FILLED}
-    if _gather_events(np.asarray(c, dtype=np.int64), order, devs, len(stack_devs),
-                      *(out[k] for k in _FILLED)) < 0:
-        return event_columns_numpy(chunks, stack_devs)
+    seq = np.empty(n, dtype=COLUMN_DTYPES["seq"])
+    comm = np.empty(n, dtype=COLUMN_DTYPES["comm"])
+    if _number_events(c, devs, len(stack_devs), seq, comm) < 0:
+        return event_columns_numpy([c], stack_devs)  # rows already sorted: the twin keeps them
+    if n:
+        t -= t[0]
+    out = dict(zip(EVENT_FIELDS, c, strict=True))
+    out["seq"] = seq
+    out["comm"] = comm
     return out
-
-
-#: The columns :func:`_gather_events` writes (cpu and error stay zero).
-_FILLED = ("time_ns", "seq", "dev", "pid", "action", "rwbs", "sector", "nr_sectors", "aux",
-           "aux2", "comm")
 
 
 @njit(cache=True)
@@ -1096,23 +1115,55 @@ def _is_sorted(t: Any) -> bool:  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _gather_events(c: Any, order: Any, devs: Any, ndev: int, time_ns: Any, seq: Any, dev: Any,
-                   pid: Any, action: Any, rwbs: Any, sector: Any, nr: Any, aux: Any, aux2: Any,
-                   comm: Any) -> int:  # pragma: no cover - compiled
-    """Row k of the table is engine row order[k] (k when ``order`` is empty), each field cast
-    to its column's dtype as numpy's astype would, time minus the first row's; seq counts each
-    device's rows from 1, ``devs[:ndev]`` being the known devices and others added as met.
-    Returns the number of devices, -1 when ``devs`` is full."""
-    n = c.shape[1]
-    if n == 0:
-        return ndev
-    in_order = len(order) == 0
-    t0 = c[EV_TIME, 0] if in_order else c[EV_TIME, order[0]]
+def _permute_rows(order: Any, c: Any) -> None:  # pragma: no cover - compiled
+    """Row k of every field of chunk ``c`` becomes the row that was at ``order[k]``, in place
+    (``c[f][:] = c[f][order]`` for each field without a second copy of the events). Each cycle
+    of the permutation is walked once: its first row's values are held while the others shift
+    along it. ``order`` is used up: ``order[k] = k`` marks row k final."""
+    for i in range(len(order)):
+        if order[i] == i:
+            continue
+        t, d, p, a = c[EV_TIME][i], c[EV_DEV][i], c[EV_PID][i], c[EV_ACT][i]
+        r, s, m, x, y = c[EV_RWBS][i], c[EV_SEC][i], c[EV_NR][i], c[EV_AUX][i], c[EV_AUX2][i]
+        k = i
+        while True:
+            src = order[k]
+            order[k] = k
+            if src == i:
+                break
+            c[EV_TIME][k] = c[EV_TIME][src]
+            c[EV_DEV][k] = c[EV_DEV][src]
+            c[EV_PID][k] = c[EV_PID][src]
+            c[EV_ACT][k] = c[EV_ACT][src]
+            c[EV_RWBS][k] = c[EV_RWBS][src]
+            c[EV_SEC][k] = c[EV_SEC][src]
+            c[EV_NR][k] = c[EV_NR][src]
+            c[EV_AUX][k] = c[EV_AUX][src]
+            c[EV_AUX2][k] = c[EV_AUX2][src]
+            k = src
+        c[EV_TIME][k] = t
+        c[EV_DEV][k] = d
+        c[EV_PID][k] = p
+        c[EV_ACT][k] = a
+        c[EV_RWBS][k] = r
+        c[EV_SEC][k] = s
+        c[EV_NR][k] = m
+        c[EV_AUX][k] = x
+        c[EV_AUX2][k] = y
+
+
+@njit(cache=True)
+def _number_events(c: Any, devs: Any, ndev: int, seq: Any, comm: Any
+                   ) -> int:  # pragma: no cover - compiled
+    """seq counts each device's rows of chunk ``c`` from 1, ``devs[:ndev]`` being the known
+    devices and others added as met; comm is 0 for pid 0, else 1. Returns the number of
+    devices, -1 when ``devs`` is full (seq is then incomplete)."""
+    dev = c[EV_DEV]
+    pid = c[EV_PID]
     count = np.zeros(len(devs), dtype=np.int64)
     last = 0
-    for k in range(n):
-        g = k if in_order else order[k]
-        d = c[EV_DEV, g]
+    for k in range(len(dev)):
+        d = dev[k]
         if last >= ndev or devs[last] != d:
             last = -1
             for j in range(ndev):
@@ -1127,16 +1178,7 @@ def _gather_events(c: Any, order: Any, devs: Any, ndev: int, time_ns: Any, seq: 
                 ndev += 1
         count[last] += 1
         seq[k] = count[last]
-        time_ns[k] = c[EV_TIME, g] - t0
-        dev[k] = d
-        pid[k] = c[EV_PID, g]
-        action[k] = c[EV_ACT, g]
-        rwbs[k] = c[EV_RWBS, g]
-        sector[k] = c[EV_SEC, g]
-        nr[k] = c[EV_NR, g]
-        aux[k] = c[EV_AUX, g]
-        aux2[k] = c[EV_AUX2, g]
-        comm[k] = 0 if c[EV_PID, g] == 0 else 1
+        comm[k] = 0 if pid[k] == 0 else 1
     return ndev
 
 

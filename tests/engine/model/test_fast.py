@@ -202,9 +202,11 @@ def test_fast_engine_grows_the_elevator_tables_mid_run(monkeypatch):
        cuts=st.lists(st.integers(0, 60), max_size=3), stack_devs=st.sampled_from(
            [[], [8 << 20], [9 << 20, 8 << 20, 8 << 20 | 16]]))
 def test_compiled_event_columns_equal_the_numpy_twin(rows, cuts, stack_devs):
-    """The compiled table assembly (engine rows gathered in time-sorted order, seq per device)
-    gives the numpy twin's columns, dtypes included: times out of order and tied,
-    devices inside and outside the stack, pid 0, values that wrap in narrow columns."""
+    """The compiled table assembly (the engine's column chunks sorted by time in place, seq
+    per device) gives the numpy twin's columns, dtypes included: times out of order and tied,
+    devices inside and outside the stack, pid 0, values that wrap in narrow columns (cast
+    once, into the chunk's dtypes, as the engine writes them)."""
+    from workers.model.evbuf import rows_to_chunk
     from workers.model.replay import event_columns, event_columns_numpy
 
     n = len(rows)
@@ -212,10 +214,28 @@ def test_compiled_event_columns_equal_the_numpy_twin(rows, cuts, stack_devs):
     for j, (t, dev, pid, act, val) in enumerate(rows):
         cols[:, j] = [t, dev, pid, act, val, val * 7, val, val - 5, val % 9]
     bounds = sorted({0, n, *(min(c, n) for c in cuts)})
-    chunks = [cols[:, a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)] or [cols]
-    want = event_columns_numpy(chunks, stack_devs)
-    got = event_columns(chunks, stack_devs)
+    spans = [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)] or [(0, 0)]
+    want = event_columns_numpy([rows_to_chunk(cols[:, a:b]) for a, b in spans], stack_devs)
+    got = event_columns([rows_to_chunk(cols[:, a:b]) for a, b in spans], stack_devs)
     assert set(want) == set(got)
     for k in want:
         assert got[k].dtype == want[k].dtype, k
         assert np.array_equal(got[k], want[k]), k
+
+
+@settings(max_examples=40, deadline=None)
+@given(perm=st.integers(0, 200).flatmap(lambda n: st.permutations(list(range(n)))))
+def test_rows_permuted_in_place_as_numpy_indexing_would(perm):
+    """_permute_rows (the in-place reordering of the event columns) moves every field's rows
+    as ``column[order]`` does, for any permutation (long cycles, fixed points, reversal)."""
+    from workers.model.evbuf import rows_to_chunk
+    from workers.model.replay import _permute_rows
+
+    n = len(perm)
+    order = np.array(perm, dtype=np.int64)
+    rows = np.arange(9 * n, dtype=np.int64).reshape(9, n) * 977 + 3
+    chunk = rows_to_chunk(rows)
+    want = [a[order] for a in chunk]
+    _permute_rows(order.copy(), chunk)
+    for w, g in zip(want, chunk, strict=True):
+        assert np.array_equal(w, g)
