@@ -245,3 +245,16 @@ def test_value_counts_of_batches_equal_numpy_unique() -> None:
         want_v, want_c = np.unique(values, return_counts=True)
         assert got_v.tolist() == want_v.tolist() and got_c.tolist() == want_c.tolist()
         assert vc.total == len(values)
+
+
+def test_column_store_chunks_equal_the_whole_table(tmp_path) -> None:
+    """The chunks a column store on disk hands out (workers.traces.columnstore: copies of
+    the comms, devices and meta per chunk) meet the preconditions: the same results."""
+    from workers.traces.columnstore import ColumnStore
+
+    table = _manifest_devices(_ties(realistic_table(30_000, seed=18, cpus=4, devices=2)))
+    store = ColumnStore.from_table(table, tmp_path / "store")
+    want = json.dumps(analyze(table), sort_keys=True)
+    for rows in (4_999, 1 << 22):
+        got = analyze_chunks(lambda rows=rows: store.chunks(rows))
+        assert json.dumps(got, sort_keys=True) == want
