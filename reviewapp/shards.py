@@ -15,9 +15,11 @@ chord's result backend, settings.CELERY_RESULT_BACKEND), the analysis task only 
    (:func:`workers.analyzers.partial.partials_of`: action counts, sizes, throughput bins), stores
    both under ``shards/job-<id>-a<attempt>/`` and reports ``parsed 3/8 files, 41,234,567
    events`` on the job; while it runs it renews the attempt's lease;
-3. the chord's callback claims the merge, collects every part, merges them with
-   ``ingest(parsed=...)`` (exactly the single-task merge: one comm map and genesis across
-   per-CPU files, time order, manifest), merges the partials into the analyzers
+3. the chord's callback claims the merge, streams every part to a local file, merges them a
+   chunk at a time into a column store on local disk (:func:`merge`:
+   :func:`workers.traces.streammerge.ingest_stored`, exactly the single-task merge: one comm
+   map and genesis across per-CPU files, time order, manifest; ``ingest(parsed=...)`` in
+   memory for the bundles it does not cover), merges the partials into the analyzers
    (``analyze(partials=...)``) and stores the results as the single-task path does; the parts
    are deleted after the merge.
 

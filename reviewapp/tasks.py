@@ -301,15 +301,16 @@ def _analyze(job: Any, attempt: int, *, sharded: dict[str, Any] | None = None) -
 
 def _analyze_ingest(ing: Any, partials: Any) -> dict[str, Any]:
     """``analyze`` of an ``Ingest`` (the table in memory) or of a ``StoredIngest`` (the table
-    in a column store, from the chunked merge of a huge bundle)."""
+    in a column store, from the chunked merge of a huge bundle: analyzed a chunk at a time by
+    ``analyze_chunks``, the same results as ``analyze`` of the whole table)."""
     from workers.analyzers import analyze
+    from workers.analyzers.stream import analyze_chunks
 
     store = getattr(ing, "store", None)
     summaries = getattr(ing, "summaries", None)
     if store is None:
         return analyze(ing.table, summaries=summaries, partials=partials)
-    # stand-in until workers.analyzers.stream lands: the whole table in memory
-    return analyze(store.to_table(), summaries=summaries, partials=partials)
+    return analyze_chunks(lambda: store.chunks(), summaries=summaries, partials=partials)
 
 
 class ReportingTask(Task):

@@ -4,10 +4,11 @@ The expensive part of :func:`workers.traces.ingest` is parsing each file; the me
 map and one genesis across per-CPU blktrace files, time order, manifest) is cheap and must see
 every file. So a huge bundle can be parsed as shards: :func:`bundle_manifest` reads the manifest
 files (each shard needs it: bpftrace names, strictness), :func:`parse_shard` parses one file
-anywhere, :func:`part_to_bytes` / :func:`part_from_bytes` carry the parsed part through storage
-without loss, and ``ingest(paths, names=..., parsed={label: part})`` merges them exactly as if it
-had parsed them itself (tests/engine/traces/test_shards.py checks the EventTable and the
-analyzers' results are identical).
+anywhere, :func:`write_part` / :func:`read_part` carry the parsed part through storage as a local
+file without loss, and ``ingest(paths, names=..., parsed={label: part})`` merges them exactly as
+if it had parsed them itself (tests/engine/traces/test_shards.py checks the EventTable and the
+analyzers' results are identical); :class:`PartFile` reads a part file's columns in chunks for
+the merge in bounded memory (:mod:`workers.traces.streammerge`).
 """
 
 from __future__ import annotations
