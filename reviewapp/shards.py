@@ -291,7 +291,7 @@ def claim_merge(job: Any) -> bool:
     return r is not None and _claim(r, job, "merge")
 
 
-def collect(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequence[Any],
+def collect(*, job: Any, attempt: int, files: Sequence[Any], local: Callable[[Any], Path],
             workdir: Path, stack: contextlib.ExitStack, anchor: int | None = None
             ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The callback's part: every shard's part file and partials, by file name.
@@ -300,8 +300,8 @@ def collect(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequence[Any
     the merge: a part in storage is streamed to a local file (``storage.local_copy``, held
     open by ``stack``); a file nobody holds is claimed and parsed here (its shard task failed
     or has not run) and its part written under ``workdir``; a file another worker holds is
-    waited for until its lease ends. ``paths`` are this worker's local copies of ``files``
-    (the merge needs them all anyway). Claims stay until their lease ends, so a shard task
+    waited for until its lease ends. ``local(file)`` gives this worker's local copy of a
+    bundle file (made on demand: only a file parsed here is downloaded). Claims stay until their lease ends, so a shard task
     delivered late does nothing. The parts are deleted from storage by :func:`cleanup`.
     """
     from reviewapp import storage
@@ -310,7 +310,6 @@ def collect(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequence[Any
 
     r = _redis()
     shard_files = shardable_files(files)
-    local = {f.pk: p for f, p in zip(files, paths, strict=True)}
     manifest: Any = None
     strict = False
     have_manifest = False
@@ -333,7 +332,7 @@ def collect(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequence[Any
                     manifest, strict = _manifest(files, bool(job.bundle.strict))
                     have_manifest = True
                 try:
-                    part, partials[f.name] = _parse(f, local[f.pk], manifest, strict, anchor)
+                    part, partials[f.name] = _parse(f, local(f), manifest, strict, anchor)
                     out = workdir / f"{f.pk}.part"
                     with open(out, "wb") as fh:
                         write_part(part, fh)
@@ -356,25 +355,38 @@ def collect(*, job: Any, attempt: int, files: Sequence[Any], paths: Sequence[Any
     return parsed, partials
 
 
-def merge(*, paths: Sequence[Any], names: Sequence[str], strict: bool, parts: dict[str, Any],
-          workdir: Path) -> Any:
+def merge(*, files: Sequence[Any], local: Callable[[Any], Path], strict: bool,
+          parts: dict[str, Any], workdir: Path) -> Any:
     """The merged bundle: a :class:`workers.traces.streammerge.StoredIngest` (the table in a
     column store under ``workdir``, merged a chunk at a time) when the bundle is per-file
     binary traces in time order, else ``ingest(parsed=...)``'s :class:`Ingest` in memory with
     the parts loaded whole (text traces, archives, a file out of time order, a file without a
-    part: rare in a bundle big enough to shard). Either is the single-task result."""
-    from workers.traces import ingest
-    from workers.traces.streammerge import NotMergeable, ingest_stored
+    part: rare in a bundle big enough to shard). Either is the single-task result.
 
+    The chunked merge reads each file's size from its record and its format from the head of
+    the stored file (one ranged read; ``detect_format`` reads no more): the traces themselves
+    are not downloaded again, only manifest files are (``local``); the in-memory fallback
+    downloads everything, as ``ingest`` needs the files."""
+    from reviewapp import storage
+    from workers.traces import ingest
+    from workers.traces.detect import SNIFF_BYTES, detect_bytes
+    from workers.traces.streammerge import InputFile, NotMergeable, ingest_stored_inputs
+
+    inputs = []
+    for f in files:
+        size = int(f.size)
+        fmt = detect_bytes(storage.read_head(f.storage_name, SNIFF_BYTES), f.name) if size \
+            else "empty"
+        inputs.append(InputFile(f.name, size, fmt, lambda f=f: local(f)))
     try:
-        stored = ingest_stored(paths, names=names, strict=strict, parts=parts,
-                               out=workdir / "table")
+        stored = ingest_stored_inputs(inputs, strict=strict, parts=parts,
+                                      out=workdir / "table")
     except NotMergeable as exc:
         log.warning("chunked merge not possible (%s): merging in memory", exc)
         stored = None
     if stored is not None:
         return stored
-    return ingest(paths, names=names, strict=strict,
+    return ingest([local(f) for f in files], names=[f.name for f in files], strict=strict,
                   parsed={k: p.load() for k, p in parts.items()})
 
 

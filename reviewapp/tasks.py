@@ -212,7 +212,16 @@ def _analyze(job: Any, attempt: int, *, sharded: dict[str, Any] | None = None) -
     try:
         _pause()
         with contextlib.ExitStack() as stack:
-            paths = [stack.enter_context(storage.local_copy(f.storage_name)) for f in files]
+            copies: dict[int, Path] = {}
+
+            def local(f: Any) -> Path:
+                """This worker's copy of a bundle file, downloaded on first use."""
+                if f.pk not in copies:
+                    copies[f.pk] = Path(stack.enter_context(storage.local_copy(f.storage_name)))
+                return copies[f.pk]
+
+            if sharded is None:
+                paths = [local(f) for f in files]
             progress, message = ((55, "merging the parsed files") if sharded is not None
                                  else (20, "parsing traces"))
             if not jobs.job_progress(job_id=job_id, progress=progress, message=message,
@@ -221,18 +230,17 @@ def _analyze(job: Any, attempt: int, *, sharded: dict[str, Any] | None = None) -
             from workers.traces import ingest
 
             partials = None
-            names = [f.name for f in files]
             if sharded is not None:  # huge: the trace files were parsed by the chord
                 work = Path(keep.enter_context(tempfile.TemporaryDirectory(
                     prefix="blkreview-merge-")))
                 parts, partials = shards.collect(job=job, attempt=attempt, files=files,
-                                                 paths=paths, workdir=work, stack=stack,
+                                                 local=local, workdir=work, stack=stack,
                                                  anchor=sharded.get("anchor"))
-                ing = shards.merge(paths=paths, names=names, strict=job.bundle.strict,
+                ing = shards.merge(files=files, local=local, strict=job.bundle.strict,
                                    parts=parts, workdir=work)
                 del parts
             else:
-                ing = ingest(paths, names=names, strict=job.bundle.strict)
+                ing = ingest(paths, names=[f.name for f in files], strict=job.bundle.strict)
         metrics.observe_ingest(nbytes=sum(f.size for f in files),
                                events=sum(int(getattr(r, "events", 0) or 0)
                                           for r in getattr(ing, "files", [])))

@@ -26,7 +26,7 @@ by ``ingest`` itself; those go through ``ingest`` unchanged.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,6 +243,26 @@ def _merge_binary(parts: Sequence[PartFile], out: Path, rows: int) -> _Merged:
     return _Merged(writer, comms, devices, meta, warnings, sorted(traced))
 
 
+@dataclass(frozen=True)
+class InputFile:
+    """One file of the bundle as the chunked merge needs it: its name, size and format, and
+    a local path only on demand (manifest files; a caller holding the traces in object storage
+    need not download a trace whose part is already parsed)."""
+
+    name: str
+    size: int
+    fmt: str
+    local: Callable[[], Path]
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str], name: str) -> InputFile:
+        from workers.traces.detect import detect_format
+
+        p = Path(path)
+        size = p.stat().st_size
+        return cls(name, size, detect_format(p, name=name) if size else "empty", lambda: p)
+
+
 def ingest_stored(paths: Sequence[str | os.PathLike[str]], *, names: Sequence[str],
                   strict: bool, parts: Mapping[str, PartFile], out: str | os.PathLike[str],
                   rows: int = MERGE_ROWS) -> StoredIngest | None:
@@ -253,31 +273,40 @@ def ingest_stored(paths: Sequence[str | os.PathLike[str]], *, names: Sequence[st
     Follows ``ingest`` step by step for top-level files (reports and warnings in its order);
     tests/engine/traces/test_streammerge.py compares the two on the same bundles.
     """
+    inputs = [InputFile.from_path(p, n) for p, n in zip(paths, names, strict=True)]
+    return ingest_stored_inputs(inputs, strict=strict, parts=parts, out=out, rows=rows)
+
+
+def ingest_stored_inputs(inputs: Sequence[InputFile], *, strict: bool,
+                         parts: Mapping[str, PartFile], out: str | os.PathLike[str],
+                         rows: int = MERGE_ROWS) -> StoredIngest | None:
+    """:func:`ingest_stored` on files described by :class:`InputFile` (size and format known,
+    e.g. from the upload's records and the head of the stored file: ``detect_format`` reads
+    only the first ``SNIFF_BYTES``); only manifest files are asked for a local path."""
     from workers.traces import FileReport
-    from workers.traces.detect import detect_format
     from workers.traces.manifest import build_manifest
 
+    del strict  # parsing happened in the shards; strictness only matters there
     warnings: list[str] = []
     reports: list[FileReport] = []
-    entries: list[tuple[Path, str, str]] = []
-    for p, label in zip(paths, names, strict=True):
-        path = Path(p)
-        if path.stat().st_size == 0:
+    entries: list[tuple[InputFile, str, str]] = []
+    for inp in inputs:
+        label = inp.name
+        if inp.size == 0:
             warnings.append(f"{label}: empty file skipped")
             reports.append(FileReport(label, "empty", 0))
             continue
-        fmt = detect_format(path, name=label)
-        if fmt in ("tar", "zip"):
+        if inp.fmt in ("tar", "zip"):
             return None
-        entries.append((path, label, fmt))
-    manifest_files = [(p, lb, f) for p, lb, f in entries
+        entries.append((inp, label, inp.fmt))
+    manifest_files = [(inp.local(), lb, f) for inp, lb, f in entries
                       if f in ("manifest", "sysfs-queue", "mdstat")]
     manifest = build_manifest(manifest_files) if manifest_files else None
     for p, lb, f in manifest_files:
         reports.append(FileReport(lb, f, p.stat().st_size))
     binary: list[PartFile] = []
     summaries: dict[str, list[dict[str, Any]]] = {}
-    for p, lb, f in entries:
+    for inp, lb, f in entries:
         if f in ("manifest", "sysfs-queue", "mdstat"):
             continue
         part = parts.get(lb)
@@ -287,10 +316,10 @@ def ingest_stored(paths: Sequence[str | os.PathLike[str]], *, names: Sequence[st
         if part.summary_kind is not None:
             rows_ = list(part.header["rows"])
             summaries.setdefault(part.summary_kind, []).extend(rows_)
-            reports.append(FileReport(lb, f, p.stat().st_size, events=len(rows_)))
+            reports.append(FileReport(lb, f, inp.size, events=len(rows_)))
         else:
             binary.append(part)
-            reports.append(FileReport(lb, f, p.stat().st_size, events=part.events))
+            reports.append(FileReport(lb, f, inp.size, events=part.events))
     if not binary:
         return None
     merged = _merge_binary(binary, Path(out), rows)

@@ -283,10 +283,16 @@ def test_the_anchor_is_read_from_the_heads_of_the_traces_in_s3(s3_storage):
 
 def test_the_merge_falls_back_to_ingest_in_memory_when_a_part_is_out_of_time_order(tmp_path):
     """shards.merge: a part the chunked merge refuses (a per-CPU file running backwards) is
-    merged by ingest(parsed=...) in memory, with the single-task path's table."""
+    merged by ingest(parsed=...) in memory, with the single-task path's table; the same bundle
+    in time order takes the chunked merge, which downloads no trace file (sizes from the
+    records, formats from the stored heads)."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
     import numpy as np
 
-    from reviewapp import shards
+    from reviewapp import shards, storage
     from workers.events import COLUMNS
     from workers.traces import ingest
     from workers.traces.shards import PartFile, parse_shard, write_part
@@ -297,27 +303,36 @@ def test_the_merge_falls_back_to_ingest_in_memory_when_a_part_is_out_of_time_ord
     t = realistic_table(3000, seed=4, cpus=1)
     back = t.take(np.arange(len(t))[::-1])
     paths = [tmp_path / "sdx.blktrace.0", tmp_path / "sdx.blktrace.1"]
-    paths[0].write_bytes(encode_blktrace(back))
     paths[1].write_bytes(encode_blktrace(realistic_table(500, seed=5, cpus=1)))
     names = [p.name for p in paths]
-    parts = {}
-    for p in paths:
-        with open(tmp_path / (p.name + ".part"), "wb") as fh:
-            write_part(parse_shard(p, p.name, manifest=None), fh)
-        parts[p.name] = PartFile(tmp_path / (p.name + ".part"))
-    ing = shards.merge(paths=paths, names=names, strict=False, parts=parts, workdir=tmp_path)
-    assert not isinstance(ing, StoredIngest)
-    single = ingest(paths, names=names)
-    for name, _ in COLUMNS:
-        assert np.array_equal(getattr(ing.table, name), getattr(single.table, name)), name
-    # in time order, the same parts go through the chunked merge
-    paths[0].write_bytes(encode_blktrace(t))
-    with open(tmp_path / "sdx.blktrace.0.part", "wb") as fh:
-        write_part(parse_shard(paths[0], names[0], manifest=None), fh)
-    parts[names[0]] = PartFile(tmp_path / "sdx.blktrace.0.part")
-    stored = shards.merge(paths=paths, names=names, strict=False, parts=parts,
-                          workdir=tmp_path / "w")
-    assert isinstance(stored, StoredIngest)
-    single = ingest(paths, names=names)
-    for name, _ in COLUMNS:
-        assert np.array_equal(stored.store.column(name), getattr(single.table, name)), name
+
+    def merged(first, work):
+        paths[0].write_bytes(encode_blktrace(first))
+        files, parts = [], {}
+        for i, p in enumerate(paths):
+            name = storage.save_bytes(f"test-merge/{work}/{p.name}", io.BytesIO(p.read_bytes()))
+            files.append(SimpleNamespace(pk=i + 1, name=p.name, size=p.stat().st_size,
+                                         storage_name=name))
+            with open(tmp_path / f"{work}-{p.name}.part", "wb") as fh:
+                write_part(parse_shard(p, p.name, manifest=None), fh)
+            parts[p.name] = PartFile(tmp_path / f"{work}-{p.name}.part")
+        fetched = []
+        with contextlib.ExitStack() as stack:
+            def local(f):
+                fetched.append(f.name)
+                return stack.enter_context(storage.local_copy(f.storage_name))
+            ing = shards.merge(files=files, local=local, strict=False, parts=parts,
+                               workdir=tmp_path / work)
+            single = ingest(paths, names=names)
+            table = ing.store.to_table() if isinstance(ing, StoredIngest) else ing.table
+            for name, _ in COLUMNS:
+                assert np.array_equal(getattr(table, name), getattr(single.table, name)), name
+            assert [r.to_json() for r in ing.files] == [r.to_json() for r in single.files]
+        for f in files:
+            storage.delete_quietly(f.storage_name)
+        return ing, fetched
+
+    ing, fetched = merged(back, "a")
+    assert not isinstance(ing, StoredIngest) and fetched == names
+    ing, fetched = merged(t, "b")
+    assert isinstance(ing, StoredIngest) and fetched == []
