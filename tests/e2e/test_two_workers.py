@@ -164,7 +164,13 @@ def test_two_workers_parse_one_huge_bundle_together(two_workers, live_server, us
     assert BundleResult.objects.get(bundle_id=resp.json()["id"]).data == single
     by_worker = {w: sum(1 for v in parsed.values() if v == [w]) for w in ("w1", "w2")}
     print("shards parsed per worker:", by_worker)
-    # the chord: every task ran on one worker, once, and nothing was retried or failed
+    # the chord: every task ran on one worker, once, and nothing was retried or failed. The
+    # job's results are stored before the callback cleans up (parts, its local column store)
+    # and returns: wait for its "succeeded" line before reading the logs
+    waiter(lambda: any(re.search(r"Task reviewapp\.tasks\.merge_shards\[[0-9a-f-]+\] "
+                                 r"(succeeded|failed|raised)", w["log"].read_text(
+                                     errors="replace")) for w in two_workers),
+           timeout=60, what="the merge_shards callback's end in a worker log")
     outcomes: dict[str, list[str]] = {}
     for w in two_workers:
         text = w["log"].read_text(errors="replace")
