@@ -42,6 +42,8 @@ from workers.events import (
     ACT_QUEUE,
     ACT_REMAP,
     ACT_SPLIT,
+    ACT_UNPLUG_IO,
+    ACT_UNPLUG_TIMER,
     COLUMN_DTYPES,
     RWBS_DISCARD,
     RWBS_FLUSH,
@@ -427,6 +429,10 @@ def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
     # only requests below a stacked top device: the bios md/dm put on the bio list
     is_g = (act == ACT_GETRQ) & (table.dev != table.dev[q_rows[0]]) if len(q_rows) else \
         np.zeros(len(act), dtype=np.bool_)
+    is_u = ((act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER)) & \
+        (table.dev != table.dev[q_rows[0]])
+    t_u = table.time_ns[is_u].astype(np.int64)
+    pid_u = table.pid[is_u].astype(np.int64)
     t_g = table.time_ns[is_g].astype(np.int64)
     pid_g = table.pid[is_g].astype(np.int64)
     nr_g = table.nr_sectors[is_g].astype(np.int64)
@@ -448,8 +454,17 @@ def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
         g1 = np.searchsorted(gt, t1, side="left")
         n_g = g1 - g0
         # a P per G also follows from blk_add_rq_to_plug's flush after a request of
-        # BLK_PLUG_FLUSH_SIZE or more: only units of smaller requests say "a plug per bio"
-        n_g = np.where(big[g1] - big[g0] > 0, 0, n_g)
+        # BLK_PLUG_FLUSH_SIZE or more: units with such requests say "a plug per bio" only
+        # when every request's plug was finished (U) before the next request was allocated
+        # (G): blk_add_rq_to_plug flushes the big one only when the next is added, after its
+        # G, and the next bio could have merged into it meanwhile
+        ut = np.sort(t_u[pid_u == p])
+        between = np.r_[np.searchsorted(ut, gt[1:], side="left")
+                        > np.searchsorted(ut, gt[:-1], side="right"), False] \
+            if len(gt) else np.zeros(0, dtype=np.bool_)
+        nb = np.r_[0, np.cumsum(~between)]  # G not followed by a U before the next G
+        unplugged_each = (nb[np.maximum(g1 - 1, g0)] - nb[g0]) == 0
+        n_g = np.where((big[g1] - big[g0] > 0) & ~unplugged_each, 0, n_g)
         # a plug per request (one P for every G): __submit_bio's own plug around each bio
         # (or split piece) it takes from the bio list, finished before the next one, when the
         # task holds none; each request leaves alone, as without a plug

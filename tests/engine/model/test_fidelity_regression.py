@@ -1,4 +1,4 @@
-"""Regression subset of the lab's fidelity matrix (tests/data/fidelity, a copy of eleven cells of
+"""Regression subset of the lab's fidelity matrix (tests/data/fidelity, a copy of twelve cells of
 the lab's matrix directory with its index.json): each capture must keep at least the score the
 model reached on it. Calibration cells (used to find mechanisms) and evaluation cells (only
 reported) are checked apart, as ``python -m workers fidelity`` reports them.
@@ -31,6 +31,8 @@ CALIBRATION = {
     "6.1.0-57-amd64/r0_d4_c64_blkdiscard": 1.000,
     # dm-crypt's 128 KiB request limit (0d815e3400e6, v6.11; was 0.000)
     "7.3.4+deb13-amd64/dmcrypt_dd256k": 1.000,
+    # + __submit_bio's per-bio plug read from P/G/U with 128 KiB pieces (was 0.000)
+    "6.12.117+deb13-amd64/dmcrypt_dd256k": 1.000,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
