@@ -51,7 +51,6 @@ from workers.analyzers.common import (
     ValueCounts,
     choose_stage,
     first_pairs,
-    group_starts,
     last_marked,
     match_key,
     rows_by_device,
@@ -114,6 +113,9 @@ LINEAGE_ONLY: frozenset[tuple[str, str]] = frozenset(MATCH_PAIRS) - frozenset(
 SWEEP_PAIRS: tuple[tuple[str, str], ...] = (("D", "C"), ("G", "D"), ("Q", "C"))
 
 _NO_ROWS = np.zeros(0, np.int64)
+#: By action code: one of the matched stages (Q/G/I/D/C).
+_MATCH_LUT = np.zeros(256, bool)
+_MATCH_LUT[[ACTION_CODES[s] for s in MATCH_STAGES]] = True
 
 
 def table_chunks(table: EventTable, rows: int = CHUNK_ROWS) -> Iterator[EventTable]:
@@ -173,12 +175,12 @@ class _Census:
         act = ch.action
         nr = ch.nr_sectors
         has = nr > 0
-        u, inv = np.unique(ch.dev, return_inverse=True)
-        code = inv.reshape(-1).astype(np.int64) * 256 + act
+        u = np.unique(ch.dev)  # a hash of a few devices: no sort of the chunk
+        code = np.searchsorted(u, ch.dev).astype(np.int64) * 256 + act
         acts = np.bincount(code, minlength=len(u) * 256).reshape(len(u), 256)
         data = np.bincount(code[has], minlength=len(u) * 256).reshape(len(u), 256)
         flat = np.zeros(len(u) * 256, np.int64)
-        match = has & np.isin(act, [ACTION_CODES[s] for s in MATCH_STAGES])
+        match = has & _MATCH_LUT[act]
         np.maximum.at(flat, code[match], nr[match].astype(np.int64))
         mx = flat.reshape(len(u), 256)
         for i, d in enumerate(int(x) for x in u):
@@ -258,8 +260,8 @@ class KeyedEvents:
         hi = (di >> 8).astype(np.int64)
         del di
         order = np.lexsort((key, hi)) if hi.any() else np.argsort(key, kind="stable")
-        return cls(key[order], hi[order], letter[order], ch.time_ns[row][order], ords[order],
-                   row[order])
+        row = row[order]
+        return cls(key[order], hi[order], letter[order], ch.time_ns[row], ords[order], row)
 
 
 class PairStream:
@@ -291,41 +293,45 @@ class PairStream:
         np_, nc = len(self.key), len(ck)
         if not np_ + nc:
             return Pairs(_NO_ROWS, _NO_ROWS, _NO_ROWS, _NO_ROWS, _NO_ROWS)
-        # the carried A events go before the chunk's events of their key (they are earlier)
-        if not (ch_.any() or self.hi.any()):
-            dest = np.searchsorted(ck, self.key, side="left") + np.arange(np_)
-        else:  # beyond 256 devices: sort by (hi, key), carried events first in a key
-            both = np.lexsort((np.concatenate((self.key, ck)),
-                               np.concatenate((self.hi, ch_))))
-            dest = np.empty(np_ + nc, np.int64)
-            dest[both] = np.arange(np_ + nc)
-            dest = dest[:np_]
-        theirs = np.ones(np_ + nc, bool)
-        theirs[dest] = False
+        if not np_:  # nothing carried (the first chunk, or every A taken): the chunk alone
+            key, hi, time, ords, rows = ck, ch_, ct, co, cr
+            sa = cl == self._ia
+        else:
+            # the carried A events go before the chunk's events of their key (earlier)
+            if not (ch_.any() or self.hi.any()):
+                dest = np.searchsorted(ck, self.key, side="left") + np.arange(np_)
+            else:  # beyond 256 devices: sort by (hi, key), carried events first in a key
+                both = np.lexsort((np.concatenate((self.key, ck)),
+                                   np.concatenate((self.hi, ch_))))
+                dest = np.empty(np_ + nc, np.int64)
+                dest[both] = np.arange(np_ + nc)
+                dest = dest[:np_]
+            theirs = np.ones(np_ + nc, bool)
+            theirs[dest] = False
 
-        def merged(carried: npt.NDArray[Any], chunk: npt.NDArray[Any]) -> npt.NDArray[Any]:
-            out = np.empty(np_ + nc, chunk.dtype)
-            out[dest] = carried
-            out[theirs] = chunk
-            return out
+            def merged(carried: npt.NDArray[Any], chunk: npt.NDArray[Any]) -> npt.NDArray[Any]:
+                out = np.empty(np_ + nc, chunk.dtype)
+                out[dest] = carried
+                out[theirs] = chunk
+                return out
 
-        key, hi = merged(self.key, ck), merged(self.hi, ch_)
-        time, ords = merged(self.time, ct), merged(self.ord, co)
-        rows = merged(np.full(np_, -1, np.int64), cr)
-        sa = merged(np.ones(np_, bool), cl == self._ia)
+            key, hi = merged(self.key, ck), merged(self.hi, ch_)
+            time, ords = merged(self.time, ct), merged(self.ord, co)
+            rows = merged(np.full(np_, -1, np.int64), cr)
+            sa = merged(np.ones(np_, bool), cl == self._ia)
         del ck, ch_, cl, ct, co, cr
-        new = np.ones(len(key), bool)
+        n = len(key)
+        new = np.ones(n, bool)
         new[1:] = (key[1:] != key[:-1]) | (hi[1:] != hi[:-1])
-        group = np.cumsum(new)  # a group number per position
-        gs = group_starts(group, np.dtype(np.intp))
+        # each position's group start (common.group_starts, from the boundaries directly)
+        gs = np.maximum.accumulate(np.where(new, np.arange(n, dtype=np.intp), 0))
         last_a = last_marked(sa, gs)
         apos, bpos = first_pairs(last_a, np.flatnonzero(~sa))
         out = Pairs(time[apos], ords[apos], time[bpos], ords[bpos], rows[bpos])
-        # carried on: per key, the last A when no B came after it
-        ends = np.r_[np.flatnonzero(new[1:]), len(key) - 1]
-        la = last_a[ends]
-        lb = last_marked(~sa, gs)[ends]
-        keep = la[(la >= 0) & (lb < la)]
+        # carried on: per key, the last A when no B came after it, i.e. the key's last event
+        # when it is an A
+        ends = np.r_[np.flatnonzero(new[1:]), n - 1]
+        keep = ends[sa[ends]]
         self.key, self.hi, self.time, self.ord = key[keep], hi[keep], time[keep], ords[keep]
         return out
 
@@ -385,6 +391,33 @@ def _stage_rows_info(dev: int, dc: _DevCount, stage: str | None) -> StageRows:
         zero = int(dc.actions[ACTION_CODES[used]] - dc.data[ACTION_CODES[used]])
     return StageRows(dev=dev, stage=used, requested=stage, fallback=fallback,
                      rows=np.zeros(0, np.intp), zero_length=zero)
+
+
+def _by_device(found: Pairs, dev_idx: npt.NDArray[np.int64], all_devs: list[int],
+               state: dict[int, _Device], p: tuple[str, str]) -> None:
+    """Count one chunk's pairs of ``p`` per device and add their latencies: one stable
+    sort of the pairs by device index instead of a mask per device (a latency multiset does
+    not depend on the order its values come in)."""
+    if not len(found.row_b):
+        return
+    di = dev_idx[found.row_b]
+    counts = np.bincount(di, minlength=len(all_devs))
+    present = np.flatnonzero(counts)
+    lat = None
+    if len(present) > 1:
+        order = np.argsort(di, kind="stable")
+        lo = np.concatenate(([0], np.cumsum(counts)))
+    for j in present.tolist():
+        st = state.get(all_devs[j])
+        if st is None:
+            continue
+        st.pair_counts[p] += int(counts[j])
+        if p in st.latency:
+            if lat is None:
+                lat = found.time_b - found.time_a
+                if len(present) > 1:
+                    lat = lat[order]
+            st.latency[p].add(lat[lo[j]:lo[j + 1]] if len(present) > 1 else lat)
 
 
 def _letter_rows(ch: EventTable, counters: dict[str, int]
@@ -487,7 +520,8 @@ def analyze_chunks(chunks: ChunkSource, *, config: AnalyzeConfig | None = None,
             continue
         letters = _letter_rows(ch, counters)
         t = ch.time_ns
-        ev = KeyedEvents.of(ch, letters, np.searchsorted(key_devs, ch.dev).astype(np.int64))
+        dev_idx = np.searchsorted(key_devs, ch.dev).astype(np.int64)
+        ev = KeyedEvents.of(ch, letters, dev_idx)
         start_c = np.full(len(ch), -1, np.int64)
         d_before = counters["D"] - len(letters["D"][0])
         for p in MATCH_PAIRS:
@@ -495,7 +529,6 @@ def analyze_chunks(chunks: ChunkSource, *, config: AnalyzeConfig | None = None,
             if p in LINEAGE_ONLY and d_before >= limit:
                 continue  # every issue with a record is behind: no pair of this kind is read
             found = streams[p].step(ev)
-            dev_b = ch.dev[found.row_b]
             if p in START_PAIRS:  # G overrides Q (START_PAIRS' order)
                 start_c[found.row_b] = found.time_a
             if p in bits:
@@ -508,16 +541,8 @@ def analyze_chunks(chunks: ChunkSource, *, config: AnalyzeConfig | None = None,
                 else:
                     sel = found.ord_a < limit
                     rec[p].update(zip(found.ord_a[sel].tolist(), found.time_b[sel].tolist()))
-            present = np.unique(dev_b)
-            for d in (int(x) for x in present):
-                st = state.get(d)
-                if st is None:
-                    continue
-                on = dev_b == d
-                st.pair_counts[p] += int(np.count_nonzero(on))
-                if p in st.latency:
-                    st.latency[p].add(found.time_b[on] - found.time_a[on])
-        del ev
+            _by_device(found, dev_idx, all_devs, state, p)
+        del ev, dev_idx
         _sections(ch, state, start_c)
         del start_c
         rm = np.flatnonzero((ch.action == ACT_REMAP) & (ch.nr_sectors > 0))
