@@ -343,7 +343,17 @@ class BitSet:
         self.bits = np.zeros((n + 7) // 8, np.uint8)
 
     def set(self, idx: npt.NDArray[np.int64]) -> None:
-        if len(idx):
+        if not len(idx):
+            return
+        lo, hi = int(idx.min()) & ~7, int(idx.max())
+        if hi - lo < 8 * len(idx) + 64:
+            # a chunk's ordinals are (nearly) one run: packed in one go (bitwise_or.at is
+            # slow); a carried A far behind the run would make the span large, hence the test
+            span = np.zeros((hi - lo + 8) & ~7, bool)
+            span[idx - lo] = True
+            part = self.bits[lo >> 3:(lo >> 3) + len(span) // 8]
+            part |= np.packbits(span, bitorder="little")[:len(part)]
+        else:
             np.bitwise_or.at(self.bits, idx >> 3,
                              np.left_shift(1, idx & 7).astype(np.uint8))
 
