@@ -168,15 +168,21 @@ class _Census:
                     np.any(t[1:] < t[:-1])):
                 raise ValueError("chunks must be in time order (the merged table's order)")
             self._last_t = int(t[-1])
-            lo, hi = int(t.min()), int(t.max())
+            lo, hi = int(t[0]), int(t[-1])  # in time order (checked above)
             self.t_min = lo if self.t_min is None else min(self.t_min, lo)
             self.t_max = hi if self.t_max is None else max(self.t_max, hi)
         self.events += n
         act = ch.action
         nr = ch.nr_sectors
         has = nr > 0
-        u = np.unique(ch.dev)  # a hash of a few devices: no sort of the chunk
-        code = np.searchsorted(u, ch.dev).astype(np.int64) * 256 + act
+        # the devices seen so far usually cover the chunk: one searchsorted, no unique
+        u = np.array(sorted(self.devs), dtype=ch.dev.dtype)
+        pos = np.searchsorted(u, ch.dev) if len(u) else None
+        if pos is None or not bool(np.all(u[np.minimum(pos, len(u) - 1)] == ch.dev)):
+            u = np.union1d(u, np.unique(ch.dev)).astype(ch.dev.dtype)  # a hash, no sort
+            pos = np.searchsorted(u, ch.dev)
+        code = pos.astype(np.int64) * 256 + act
+        del pos
         acts = np.bincount(code, minlength=len(u) * 256).reshape(len(u), 256)
         data = np.bincount(code[has], minlength=len(u) * 256).reshape(len(u), 256)
         flat = np.zeros(len(u) * 256, np.int64)
@@ -552,14 +558,15 @@ def analyze_chunks(chunks: ChunkSource, *, config: AnalyzeConfig | None = None,
                     sel = found.ord_a < limit
                     rec[p].update(zip(found.ord_a[sel].tolist(), found.time_b[sel].tolist()))
             _by_device(found, dev_idx, all_devs, state, p)
-        del ev, dev_idx
-        _sections(ch, state, start_c)
-        del start_c
+        del ev
+        _sections(ch, state, start_c, dev_idx, all_devs)
+        del start_c, dev_idx
         rm = np.flatnonzero((ch.action == ACT_REMAP) & (ch.nr_sectors > 0))
         if len(rm):
             remaps.add(ch.aux2[rm], ch.aux[rm], ch.nr_sectors[rm], ch.dev[rm], ch.sector[rm],
                        t[rm])
-        if census.horizon is not None:
+        if census.horizon is not None and not (timed and int(t[0]) > census.horizon):
+            # (a timed chunk starting past the horizon keeps no row: not scanned)
             d_rows, d_ord = letters["D"]
             keep = np.isin(ch.action, lin_codes) | (np.isin(ch.action, top_codes)
                                                     & np.isin(ch.dev, tops))
@@ -604,10 +611,11 @@ def analyze_chunks(chunks: ChunkSource, *, config: AnalyzeConfig | None = None,
     }
 
 
-def _sections(ch: EventTable, state: dict[int, _Device], start_c: npt.NDArray[np.int64]
-              ) -> None:
+def _sections(ch: EventTable, state: dict[int, _Device], start_c: npt.NDArray[np.int64],
+              dev_idx: npt.NDArray[np.int64], all_devs: list[int]) -> None:
     """Feed one chunk's rows of every analyzed device to its section accumulators."""
-    present = [int(d) for d in np.unique(ch.dev) if int(d) in state]
+    seen = np.flatnonzero(np.bincount(dev_idx, minlength=len(all_devs)))
+    present = [all_devs[j] for j in seen.tolist() if all_devs[j] in state]
     c_code, merge_codes = ACTION_CODES["C"], (ACT_BACKMERGE, ACT_FRONTMERGE)
     for d, rows in rows_by_device(ch, present).items():
         st = state[d]
