@@ -642,6 +642,23 @@ def _sections(ch: EventTable, state: dict[int, _Device], start_c: npt.NDArray[np
             st.iostat.add_merges(ch.rwbs[m])
 
 
+def _group_rows(ch: EventTable, rows: npt.NDArray[np.int64], devs: npt.NDArray[np.int64]
+                ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``rows`` grouped by device in the order of ``devs`` (table order inside a device, rows
+    of other devices left out): the grouped rows and the bounds of device ``j``'s group,
+    ``bounds[j]:bounds[j + 1]``. One stable sort instead of a mask per device."""
+    d = ch.dev[rows].astype(np.int64)
+    sdevs = np.sort(devs)
+    where = np.argsort(devs, kind="stable")  # sorted position -> index in devs
+    pos = np.searchsorted(sdevs, d)
+    ok = sdevs[np.minimum(pos, len(sdevs) - 1)] == d if len(sdevs) else np.zeros(len(d), bool)
+    idx = np.full(len(d), len(devs), np.int64)
+    idx[ok] = where[pos[ok]]
+    order = np.argsort(idx, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(idx, minlength=len(devs) + 1))))
+    return rows[order], bounds
+
+
 def _sweep_pass(each: Callable[[], Iterator[EventTable]], state: dict[int, _Device],
                 bits: dict[tuple[str, str], tuple[BitSet, BitSet]], t0: int, bin_ns: int,
                 nbins: int) -> None:
@@ -651,6 +668,7 @@ def _sweep_pass(each: Callable[[], Iterator[EventTable]], state: dict[int, _Devi
         if not st.actions[ACTION_CODES["D"]]:
             st.sweeps[("Q", "C")] = StepSweep(t0, 0, 0)  # %util from Q..C: busy time only
     counters = dict.fromkeys(MATCH_STAGES, 0)
+    devs = np.array([st.dev for st in state.values()], dtype=np.int64)
     for ch in each():
         if not len(ch):
             continue
@@ -664,13 +682,13 @@ def _sweep_pass(each: Callable[[], Iterator[EventTable]], state: dict[int, _Devi
             sb = rb[bbits.get(int(ob[0]), len(ob))] if len(ob) else rb
             ends[p] = (sa, sb)
         for p, (sa, sb) in ends.items():
-            da, db = ch.dev[sa], ch.dev[sb]
-            for st in state.values():
+            ga, gb = _group_rows(ch, sa, devs), _group_rows(ch, sb, devs)
+            for j, st in enumerate(state.values()):
                 sweep = st.sweeps.get(p)
                 if sweep is None:
                     continue
-                ta = ch.time_ns[sa[da == st.dev]]
-                tb = ch.time_ns[sb[db == st.dev]]
+                ta = ch.time_ns[ga[0][ga[1][j]:ga[1][j + 1]]]
+                tb = ch.time_ns[gb[0][gb[1][j]:gb[1][j + 1]]]
                 sweep.push(np.concatenate((ta, tb)),
                            np.concatenate((np.ones(len(ta), np.int64),
                                            -np.ones(len(tb), np.int64))), safe)
