@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import mmap
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -898,6 +899,30 @@ def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str,
                        genesis=genesis, diagnostics=diagnostics)
 
 
+def comm_map(processes: Iterable[Iterable[tuple[Any, int, str]]]
+             ) -> tuple[dict[int, str], list[str], dict[str, int]]:
+    """One comm map for every file of a bundle: ``(comm_of_pid, comms, comm_index)``.
+
+    ``processes`` holds each file's PROCESS notes ``(time, pid, comm)`` in file order. The
+    first note read for a pid wins (add_ppm_hash in blkparse.c keeps an existing entry), in
+    file order, not time order; ``comms`` starts with ``NULL_COMM`` (index 0) and lists every
+    other name once, in the order first seen. Shared by the in-memory merge
+    (:func:`merge_raw`) and the chunked one (``workers.traces.streammerge``), which must give
+    the same table.
+    """
+    comm_of_pid: dict[int, str] = {}
+    for notes in processes:
+        for _t, pid, comm in notes:
+            comm_of_pid.setdefault(int(pid), str(comm))
+    comms = [NULL_COMM]
+    comm_index = {NULL_COMM: 0}
+    for comm in comm_of_pid.values():
+        if comm not in comm_index:
+            comm_index[comm] = len(comms)
+            comms.append(comm)
+    return comm_of_pid, comms, comm_index
+
+
 def merge_raw(raws: list[RawBlktrace]) -> EventTable:
     """Merge decoded files the way blkparse does and make times relative to genesis.
 
@@ -912,18 +937,7 @@ def merge_raw(raws: list[RawBlktrace]) -> EventTable:
     raws = sorted(raws, key=lambda r: _natural_key(r.name))
     for r in raws:
         warnings.extend(r.warnings)
-    # one comm map for everything: the first PROCESS note read for a pid wins
-    # (add_ppm_hash in blkparse.c keeps an existing entry), in file order, not time order
-    comm_of_pid: dict[int, str] = {}
-    for r in raws:
-        for _t, pid, comm in r.processes:
-            comm_of_pid.setdefault(pid, comm)
-    comms = [NULL_COMM]
-    comm_index = {NULL_COMM: 0}
-    for comm in comm_of_pid.values():
-        if comm not in comm_index:
-            comm_index[comm] = len(comms)
-            comms.append(comm)
+    comm_of_pid, comms, comm_index = comm_map(r.processes for r in raws)
     parts = []
     for r in raws:
         t = r.table

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from workers.events import ACT_REMAP, COLUMN_DTYPES, COLUMNS, NULL_COMM, DeviceInfo
+from workers.events import ACT_REMAP, COLUMN_DTYPES, COLUMNS, DeviceInfo
+from workers.traces.blktrace_bin import comm_map
 from workers.traces.columnstore import CHUNK_ROWS, ColumnStore, ColumnStoreWriter
 from workers.traces.shards import PartFile
 
@@ -154,16 +155,7 @@ def _merge_binary(parts: Sequence[PartFile], out: Path, rows: int) -> _Merged:
     parts = sorted(parts, key=lambda p: _natural_key(p.raw["name"] if p.raw else p.name))
     raws = [p.raw or {} for p in parts]
     warnings = [str(w) for r in raws for w in r.get("warnings", [])]
-    comm_of_pid: dict[int, str] = {}
-    for r in raws:
-        for _t, pid, comm in r.get("processes", []):
-            comm_of_pid.setdefault(int(pid), str(comm))
-    comms = [NULL_COMM]
-    comm_index = {NULL_COMM: 0}
-    for comm in comm_of_pid.values():
-        if comm not in comm_index:
-            comm_index[comm] = len(comms)
-            comms.append(comm)
+    comm_of_pid, comms, comm_index = comm_map(r.get("processes", []) for r in raws)
     comm_fns = []
     for r in raws:
         msg_rows, msg_idx = [], []
