@@ -29,7 +29,7 @@ def _tracked() -> list[str]:
 def test_no_tracked_file_names_a_machine_path() -> None:
     """The tracked text files name neither a home/workspace path nor this checkout's own
     location (its directory or the directory beside it, where ../shared lives)."""
-    # the checkout's own location, as a path of its own (``lab-out/work/x`` is not ``/work/``)
+    # the checkout's own location as a path of its own, not inside a longer relative path
     places = "|".join(re.escape(p) for p in (str(REPO_ROOT), str(REPO_ROOT.parent) + "/"))
     own = re.compile(r"(?<![\w.~$/-])(?:" + places + ")")
     problems = []
