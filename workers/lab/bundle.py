@@ -1,7 +1,7 @@
 """A case's output directory -> a bundle: ``blkreview.toml`` + traces + records, and ``.tar.zst``.
 
 Reads what the guest script wrote (``devices.txt``, ``queue_limits.txt``, ``md_members.txt``,
-``md_examine.txt``, ...), states the stack and every device's limits in the manifest layout the
+``md_examine.txt``, a loop file's ``loop_extents.txt``, ...), states the stack and every device's limits in the manifest layout the
 ingester reads (architecture.md, "Bundle manifest"), and packs the files the ingester should see
 into a ``.tar.zst`` that uploads as is. Logs (workload output, blktrace's own report) stay in
 the directory beside the archive.
@@ -17,12 +17,15 @@ from typing import Any
 
 import zstandard
 
+from workers.errors import ParseError
 from workers.lab.host import LabError
+from workers.traces.filefrag import parse_filefrag
 
 #: files of a case directory that go into the archive (besides ``*.blktrace.N``)
 #: (queue_limits.txt stays out: the manifest holds the same values, parsed, and the raw
 #: ``scheduler`` line "[none] mq-deadline" would override its "none")
-ARCHIVED = ("blkreview.toml", "md_params.txt", "commands.txt", "uname.txt", "fio.json")
+ARCHIVED = ("blkreview.toml", "md_params.txt", "commands.txt", "uname.txt", "fio.json",
+            "loop_extents.txt", "loop_extents_after.txt", "fs_layout.txt", "fs_journal.txt")
 _INT_RE = re.compile(r"^-?\d+$")
 #: queue attributes that are not limits (noise in the manifest)
 _SKIP_ATTRS = {"size_sectors"}
@@ -162,6 +165,13 @@ def build_manifest(case_dir: Path, *, stack_fields: dict[str, Any], workload: di
     if dm.exists():
         stack["dm_table"] = [ln for ln in dm.read_text(errors="replace").splitlines()
                              if ":" in ln]
+    ext = case_dir / "loop_extents.txt"
+    if ext.exists():  # a loop file's extent map (filefrag -v) when the workload started
+        try:
+            stack.update(parse_filefrag(ext.read_text(errors="replace"),
+                                        ext.name).manifest_fields())
+        except ParseError as exc:  # filefrag missing or failed: the manifest says nothing
+            lab["notes"] = [*lab.get("notes", []), f"loop_extents.txt: {exc.reason}"]
     data["lab"] = lab
     return data
 

@@ -3,8 +3,9 @@
 For each case the script builds the stack, applies the queue settings, records what the
 manifest needs (``devices.txt``: role, name and ``major:minor`` of each device;
 ``queue_limits.txt`` in the layout the ingester reads; ``md_params.txt``, ``md_examine.txt``,
-``md_members.txt``, ``dm_table.txt``), starts one blktrace for the top device and every member
-into guest RAM (tmpfs: no trace I/O reaches a traced disk), waits until the per-CPU relay files
+``md_members.txt``, ``dm_table.txt``; the stack's own records, :attr:`Stack.records`, such as
+a loop file's extent map), starts one blktrace for the top device and every member into guest
+RAM (tmpfs: no trace I/O reaches a traced disk), waits until the per-CPU relay files
 exist (slow under TCG), runs the workload, stops blktrace with SIGINT, copies the traces to the
 9p share and tears the stack down. Every command is logged to ``commands.txt`` as
 ``+ command`` / ``  rc=N``, exactly as run. Progress goes to the console as ``@@lab ...`` lines.
@@ -211,6 +212,7 @@ def _case_body(case: Case) -> str:
         ' 2>&1',
         "    fi",
         '    dmsetup table 2>/dev/null | grep ":" > "$OUT/dm_table.txt" || rm -f "$OUT/dm_table.txt"',
+        *[f'    {{ {_subst(c, values)}; }} > "$OUT/{f}" 2>&1' for f, c in st.records],
         '    sync; echo 3 > /proc/sys/vm/drop_caches',
         f'    say "case {case.name} tracing {" ".join(trace_devs)}"',
         '    BTARGS=""; for n in $NAMES; do BTARGS="$BTARGS -d /dev/$n"; done',
@@ -226,6 +228,7 @@ def _case_body(case: Case) -> str:
         "    sync",
         "    sleep 1",
         '    kill -INT "$BT" 2>/dev/null; wait "$BT"',
+        *[f'    {{ {_subst(c, values)}; }} > "$OUT/{f}" 2>&1' for f, c in st.records_after],
         '    cp "$T"/* "$OUT"/ 2>/dev/null; rm -rf "$T"',
         '    echo "$wrc" > "$OUT/workload_rc"',
         '    [ "$wrc" = 0 ] || fail "workload failed (exit $wrc)"']

@@ -72,6 +72,12 @@ class Stack:
     manifest: dict[str, Any] = field(default_factory=dict)
     modules: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: ``(file, command)``: what the stack's state was when the workload started, each
+    #: command's output (stdout and stderr) saved as ``file`` of the case (not traced: run
+    #: before blktrace starts)
+    records: list[tuple[str, str]] = field(default_factory=list)
+    #: the same after the workload, once blktrace has stopped
+    records_after: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def spec(self) -> str:
@@ -279,6 +285,15 @@ def _loop(params: dict[str, str]) -> Stack:
     st = Stack("loop", params, 1, "/dev/loop0", build=build,
                teardown=["losetup -d /dev/loop0", "umount /mnt/lower"], trace=["$D0"],
                manifest={"kind": "loop", "direct_io": dio, "fs": fs, "file_bytes": size})
+    # where the file's blocks sit on $D0 (FIEMAP: the loop device's sector -> the disk's),
+    # the file system's layout (block groups, inode tables) and its journal's blocks (ext4's
+    # own writes land there); after the workload the map again (written extents converted)
+    img = "/mnt/lower/loop.img"
+    st.records = [("loop_extents.txt", f"filefrag -v {img}"),
+                  ("fs_layout.txt", "dumpe2fs $D0"),
+                  ("fs_journal.txt", "debugfs -R 'stat <8>' $D0")]
+    st.records_after = [("loop_extents_after.txt",
+                         f"echo '# filefrag -v after the workload'; filefrag -v {img}")]
     return _check(st, params, {"dio", "size", "fs"})
 
 

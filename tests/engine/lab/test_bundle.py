@@ -106,3 +106,32 @@ def test_empty_per_cpu_files_stay_out(tmp_path: Path) -> None:
     (case / "md0.blktrace.0").write_bytes(b"")
     write_bundle(case, tmp_path / "out", _manifest(case))
     assert not (tmp_path / "out" / "raid5_dd_1" / "md0.blktrace.0").exists()
+
+
+def test_loop_extent_map_reaches_the_manifest_and_the_archive(tmp_path: Path) -> None:
+    """A loop case's ``filefrag -v`` record becomes ``[stack] file_extents`` (sectors) and
+    travels in the archive; a failed filefrag leaves the manifest silent and says why."""
+    fallocated = (DATA.parent / "loop_extents.txt").read_text()
+    case = tmp_path / "cases" / "loop_dio"
+    case.mkdir(parents=True)
+    (case / "devices.txt").write_text("top loop0 7:0\nmember vda 254:0\n")
+    (case / "loop_extents.txt").write_text(fallocated)
+    (case / "loop_extents_after.txt").write_text("# filefrag -v after the workload\n"
+                                                 + fallocated)
+    m = build_manifest(case, stack_fields={"kind": "loop", "direct_io": True, "fs": "ext4"},
+                       workload={"command": "dd", "kind": "dd"}, lab={"notes": []})
+    st = m["stack"]
+    assert st["top"] == "7,0" and st["members"] == ["254,0"]
+    assert st["file_block_bytes"] == 4096 and st["file_size_bytes"] == 512 << 20
+    assert st["file_extents"][0] == [0, 6686720 * 8, 30720 * 8, 1]
+    assert len(st["file_extents"]) == 5
+    assert tomllib.loads(toml_dump(m)) == m
+    archive = write_bundle(case, tmp_path / "out", m)
+    with zstandard.ZstdDecompressor().stream_reader(archive.open("rb")) as zr, \
+            tarfile.open(fileobj=zr, mode="r|") as tar:
+        names = {x.name for x in tar}
+    assert {"loop_dio/loop_extents.txt", "loop_dio/loop_extents_after.txt"} <= names
+    (case / "loop_extents.txt").write_text("bash: filefrag: command not found\n")
+    m = build_manifest(case, stack_fields={"kind": "loop"}, workload={}, lab={"notes": []})
+    assert "file_extents" not in m["stack"]
+    assert any("filefrag" in n for n in m["lab"]["notes"])

@@ -82,6 +82,12 @@ def test_other_stacks() -> None:
     loop = parse_stack("loop:dio=0,size=256M")
     assert "--direct-io=off" in " ".join(loop.build)
     assert loop.manifest["direct_io"] is False and loop.trace == ["$D0"]
+    # the backing file's extent map before the workload (the model maps loop's sectors with
+    # it) and after (direct writes convert unwritten extents); the file system's layout
+    assert dict(loop.records)["loop_extents.txt"] == "filefrag -v /mnt/lower/loop.img"
+    assert set(dict(loop.records)) == {"loop_extents.txt", "fs_layout.txt", "fs_journal.txt"}
+    assert [f for f, _ in loop.records_after] == ["loop_extents_after.txt"]
+    assert parse_stack("raid0:disks=2").records == []
     nb = parse_stack("null_blk:submit_queues=2")
     assert nb.disks == 0 and "submit_queues=2" in nb.build[0] and "queue_mode=2" in nb.build[0]
     sd = parse_stack("scsi-debug:dev_size_mb=256")
@@ -157,6 +163,22 @@ def test_guest_script_is_valid_bash_and_logs_every_command() -> None:
     assert script.index("( run_case_r5 )") < script.index("( run_case_dm )")
     with pytest.raises(LabError, match="unique"):
         guest_script([cases[0], cases[0]])
+
+
+def test_loop_records_run_outside_the_trace() -> None:
+    """The extent map is taken after the stack is built and before blktrace starts; the map
+    after the workload once blktrace has stopped (FIEMAP's own reads stay out of the trace)."""
+    script = guest_script([Case.make("lp", "loop:dio=1", "dd bs=512k count=4 oflag=direct")],
+                          disks=1)
+    proc = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    before = '{ filefrag -v /mnt/lower/loop.img; } > "$OUT/loop_extents.txt" 2>&1'
+    journal = """{ debugfs -R 'stat <8>' /dev/vda; } > "$OUT/fs_journal.txt" 2>&1"""
+    after = "filefrag -v /mnt/lower/loop.img; } > \"$OUT/loop_extents_after.txt\" 2>&1"
+    assert before in script and journal in script and after in script
+    assert script.index("losetup --direct-io=on") < script.index(before) \
+        < script.index("blktrace -b") < script.index("cmd 'dd if=/dev/zero of=/dev/loop0") \
+        < script.index('kill -INT "$BT"') < script.index(after) < script.index("losetup -d")
 
 
 def test_disk_spec_and_qemu_command(tmp_path: Path) -> None:
