@@ -34,6 +34,7 @@ from numba.typed import Dict
 
 from workers.errors import ModelConfigError
 from workers.events import (
+    ACT_BACKMERGE,
     ACT_COMPLETE,
     ACT_GETRQ,
     ACT_INSERT,
@@ -209,10 +210,11 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         # an I (no Q traced) shows the request after the flush machinery stripped its flags;
         # md_super_write always asks for REQ_PREFLUSH | REQ_FUA
         rw = np.where(table.action[mrows] == ACT_INSERT, rw | RWBS_FLUSH | RWBS_FUA, rw)
-        meta["md_meta"] = np.stack([_dispatch_time_of(table, mrows) - t0,
-                                    table.dev[mrows].astype(np.int64),
-                                    table.sector[mrows].astype(np.int64),
-                                    table.nr_sectors[mrows].astype(np.int64), rw])
+        mm = np.stack([_dispatch_time_of(table, mrows) - t0,
+                       table.dev[mrows].astype(np.int64),
+                       table.sector[mrows].astype(np.int64),
+                       table.nr_sectors[mrows].astype(np.int64), rw])
+        meta["md_meta"] = _fold_merged(mm, _merged_rows(table, mrows))
     return BioStream(time_ns=t - (t.min() if n else 0), sector=table.sector[rows].astype(np.int64),
                      nr_sectors=table.nr_sectors[rows].astype(np.int64),
                      rwbs=table.rwbs[rows].astype(np.int64), pid=table.pid[rows].astype(np.int64),
@@ -270,17 +272,53 @@ def _waits_for_completion(table: EventTable, rows: npt.NDArray[np.intp],
 
 
 def _metadata_write_rows(table: EventTable, top_dev: int) -> npt.NDArray[np.intp]:
-    """Rows of metadata writes (REQ_META) queued on devices below ``top_dev``: their Q, or on
-    a device whose trace shows no such Q (7.x traces md's flush-sequenced superblock write
-    from its insertion on), their I."""
+    """Rows of metadata writes (REQ_META) queued on devices below ``top_dev``: their Q, or for
+    a request whose trace shows no Q (7.x traces a flush-sequenced write, md's superblock or
+    jbd2's commit block, from its insertion on), its I."""
     act = table.action
     base = (table.dev != top_dev) & ((table.rwbs & RWBS_META) != 0) & \
         ((table.rwbs & RWBS_WRITE) != 0) & (table.nr_sectors > 0)
     q = np.flatnonzero(base & (act == ACT_QUEUE))
-    i = base & (act == ACT_INSERT)
-    if bool(np.any(i)):
-        i &= ~np.isin(table.dev, np.unique(table.dev[q]))
-    return np.sort(np.r_[q, np.flatnonzero(i)])
+    i = np.flatnonzero(base & (act == ACT_INSERT))
+    if len(i):
+        key = (table.dev.astype(np.int64) << 40) + table.sector.astype(np.int64)
+        i = i[~np.isin(key[i], key[q])]
+    return np.sort(np.r_[q, i])
+
+
+def _merged_rows(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+    """Which of the Q ``rows`` the trace shows back-merged into the request before them (an M
+    of the same device, sector and size right after the Q, ``blk_attempt_plug_merge`` /
+    ``bio_attempt_back_merge``): such a bio is not a request of its own."""
+    out = np.zeros(len(rows), dtype=bool)
+    m = np.flatnonzero(table.action == ACT_BACKMERGE)
+    if not len(m) or not len(rows):
+        return out
+    for j, r in enumerate(rows.tolist()):
+        if table.action[r] != ACT_QUEUE:
+            continue
+        c = m[(m > r) & (table.dev[m] == table.dev[r]) & (table.sector[m] == table.sector[r])
+              & (table.nr_sectors[m] == table.nr_sectors[r])]
+        out[j] = bool(len(c))
+    return out
+
+
+def _fold_merged(mm: npt.NDArray[np.int64], merged: npt.NDArray[np.bool_]
+                 ) -> npt.NDArray[np.int64]:
+    """Metadata writes ``[time, dev, sector, nr, rwbs]`` (columns in trace order) with each
+    write the trace shows back-merged added to the one it merged into (the latest earlier
+    write on the same device ending where it starts); one the rows do not hold stays."""
+    if not bool(np.any(merged)):
+        return mm
+    keep = np.ones(mm.shape[1], dtype=bool)
+    out = mm.copy()
+    for j in np.flatnonzero(merged).tolist():
+        for k in range(j - 1, -1, -1):
+            if keep[k] and out[1, k] == out[1, j] and out[2, k] + out[3, k] == out[2, j]:
+                out[3, k] += out[3, j]
+                keep[j] = False
+                break
+    return out[:, keep]
 
 
 def _dispatch_time_of(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
@@ -939,7 +977,8 @@ def _truthy_cache(v: Any) -> bool:
 def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
                      cols: npt.NDArray[np.int64], sched_wakeup: str = "cfs"
                      ) -> npt.NDArray[np.int64]:
-    """Predicted events of md's own superblock/bitmap writes the trace shows on the members.
+    """Predicted events of md's own superblock/bitmap writes the trace shows on the members
+    (and of a file system's own writes under a loop device: see the end).
 
     ``md_write_start`` marks a clean array dirty before its first write goes on (``in_sync`` ->
     ``MD_SB_CHANGE_CLEAN``; the md thread runs ``md_update_sb``, which ``md_super_write``s the
@@ -960,8 +999,16 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     keeps the CPU until ``md_super_wait`` sleeps, so every member's write is queued first and
     the sequences run side by side, stage by stage (all pre-flushes, the data writes, the
     post-flushes: the 6.18 / 7.x captures).
+
+    Under a loop device the member is the disk a file system sits on, and the metadata writes
+    there are the file system's own (ext4's jbd2 commit of, e.g., the backing file's atime or
+    extent changes; ``sync`` writing the inode table back): no loop write waits for them as an
+    md write waits in ``md_write_start``, so each group goes after the predicted events of the
+    bios submitted before it, each write's sequence whole before the next (one submitter,
+    jbd2 or the syncing task, waits for each in turn).
     """
     members = {n.dev: n for n in stack.nodes() if n.dev != stack.top.dev}
+    md = stack.top.kind != "loop"
     keep = np.isin(meta[1], list(members))
     meta = meta[:, keep]
     if not meta.shape[1]:
@@ -982,7 +1029,7 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
         tm = int(meta[0, a])
         k = int(np.searchsorted(wt, prev_t, side="right"))
-        if clean and k < len(wt) and int(wt[k]) <= tm:
+        if md and clean and k < len(wt) and int(wt[k]) <= tm:
             at = int(wt[k])  # md_write_start of this write waits for the update
             clean = False
         else:
@@ -1006,7 +1053,7 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
             seq.append([(ACT_ISSUE, data, sec, nr), (ACT_COMPLETE, data, sec, nr)])
             if post:
                 seq.append(flush)
-            if sched_wakeup == "eevdf":
+            if sched_wakeup == "eevdf" and md:
                 # stage k of every member before stage k + 1 of any
                 for k, step_events in enumerate(seq):
                     while len(stages) <= k:

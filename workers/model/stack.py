@@ -18,26 +18,31 @@ Mapping functions follow drivers/md:
 * :func:`raid6_map`: ``raid5_compute_sector`` for level 6 (P and Q parity disks).
 * :func:`raid10_copies`: ``__raid10_find_phys`` (near, far and offset copies; ``calc_sectors``
   gives the far stride).
+* :func:`loop_map`: a loop device with direct I/O over a file (drivers/block/loop.c
+  ``lo_rw_aio`` -> the file system's ``iomap_dio_rw``): its sectors -> the backing disk's,
+  through the file's extent map (``[stack] file_extents``, FIEMAP as ``filefrag -v`` prints it).
 
-Stacks the model has no rules for (dm targets, loop, partitions, null_blk, scsi_debug) are
-mapped to the closest kind it has, and the stack says so in :attr:`Stack.notes`
+Stacks the model has no rules for (dm targets, partitions, null_blk, scsi_debug; loop without
+direct I/O or without its file's extent map) are mapped to the closest kind it has, and the stack says so in :attr:`Stack.notes`
 (:data:`APPROXIMATIONS`).
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.errors import ModelConfigError
+from workers.errors import ModelConfigError, ParseError
 from workers.events import dev_str, make_dev, parse_dev
 from workers.model.limits import UNLIMITED, QueueLimits
 from workers.model.policy import Policy, parse_size
+from workers.traces.filefrag import FileExtent, file_map_from_fields
 
-KINDS = ("disk", "raid0", "raid1", "raid10", "raid5", "raid6", "linear", "cache")
+KINDS = ("disk", "raid0", "raid1", "raid10", "raid5", "raid6", "linear", "cache", "loop")
 #: md kinds are bio-based (BD_HAS_SUBMIT_BIO): they go through __submit_bio_noacct.
 BIO_BASED = frozenset({"raid0", "raid1", "raid10", "raid5", "raid6", "linear", "cache"})
 #: Kinds whose reads and writes go through raid5.c (chunk_aligned_read, the stripe cache).
@@ -51,7 +56,9 @@ APPROXIMATIONS: dict[str, tuple[str, str]] = {
     "dm-stripe": ("raid0", "dm-stripe splits at the chunk and maps round robin like raid0"),
     "dm-crypt": ("linear", "dm-crypt remaps 1:1 (its own splitting into 256-page bios and "
                  "its kcryptd reordering are not modelled)"),
-    "loop": ("disk", "loop is modelled as one disk (the file system below it is not)"),
+    "loop": ("disk", "loop is modelled as one disk (the file system below it is not: the "
+             "model maps a loop device only with direct I/O and its backing file's extent map, "
+             "[stack] file_extents)"),
     "partition": ("disk", "a partition is modelled as its disk (blk_partition_remap only adds "
                   "the start sector)"),
     "null_blk": ("disk", "null_blk is a blk-mq disk; its default limits come from the manifest"),
@@ -75,7 +82,7 @@ def resolve_kind(kind: str) -> tuple[str, str | None]:
         ModelConfigError: a kind neither modelled nor approximated.
     """
     k = _KIND_ALIASES.get(kind.strip().lower(), kind.strip().lower())
-    if k in KINDS:
+    if k in KINDS and k != "loop":  # loop: modelled from a manifest with an extent map only
         if kind.strip().lower() == "raid4":
             return "raid5", ("raid4 is modelled as raid5 (the parity rotates there; raid4 keeps "
                              "it on the last disk)")
@@ -117,6 +124,8 @@ class Node:
         approximates: the stack kind this node stands in for (``dm-stripe`` modelled as
             ``raid0``, :data:`APPROXIMATIONS`); "" for a kind the model has. Rules of one md
             personality's own code (e.g. ``raid0_split``) are not applied to a stand-in.
+        file_extents: ``loop``: the backing file's extent map (sectors; sorted by file
+            offset), one member: the disk the file system sits on.
     """
 
     dev: int
@@ -132,6 +141,7 @@ class Node:
     device: Any = field(default=None, compare=False, hash=False)
     stripe_cache: int = 256
     approximates: str = ""
+    file_extents: tuple[FileExtent, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -159,6 +169,8 @@ class Node:
             raise ModelConfigError(f"{self.kind} needs members")
         if self.kind == "disk" and self.members:
             raise ModelConfigError("a disk has no members")
+        if self.kind == "loop" and len(self.members) != 1:
+            raise ModelConfigError("a loop device has one member: the disk under its file")
 
     @property
     def bio_based(self) -> bool:
@@ -219,7 +231,7 @@ def node_limits(node: Node, policy: Policy, member_limits: Sequence[QueueLimits]
     """
     cap = policy.max_sectors_cap_kb * 2
     c = node.chunk_sectors
-    if node.kind == "disk":
+    if node.kind in ("disk", "loop"):  # loop: blk-mq, its own limits (the manifest's)
         hw = DISK_MAX_HW_SECTORS
         base = QueueLimits(max_sectors=min(hw, cap), max_hw_sectors=hw,
                            max_discard_sectors=0xFFFFFFFF >> 9, discard_granularity=512,
@@ -651,9 +663,13 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
         return Node(dev=dev, name=names.get(dev, default_name), kind="disk", limits=lim(dev),
                     device=model(dev))
 
+    members_text = st.get("members") or []
+    if str(st.get("kind", "")).strip().lower() == "loop":
+        loop = _loop_node(st, top, members_text, names, lim(top), disk)
+        if loop is not None:
+            return Stack(loop, ())
     if kind == "disk":
         return Stack(disk(top, "disk"), notes)
-    members_text = st.get("members") or []
     if not isinstance(members_text, Sequence) or isinstance(members_text, str):
         raise ModelConfigError("manifest [stack] members must be a list of \"maj,min\"")
     try:
@@ -703,6 +719,63 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
                 stripe_cache=max(_int(st.get("stripe_cache_size", 256), "stripe_cache_size"), 1),
                 approximates=_approximated(str(st.get("kind", "disk")), note))
     return Stack(node, notes)
+
+
+def _loop_node(st: Mapping[str, Any], top: int, members_text: Any, names: Mapping[int, str],
+               limits: dict[str, Any], disk: Any) -> Node | None:
+    """The loop node of a manifest that states what :func:`loop_map` needs (direct I/O, the
+    backing file's extent map, the one disk under the file system); None otherwise (the
+    caller approximates loop as a disk and says so)."""
+    if not st.get("direct_io", False):
+        return None  # buffered loop (page cache, readahead, writeback): not modelled
+    try:
+        fmap = file_map_from_fields(st)
+    except ParseError as exc:
+        raise ModelConfigError(exc.reason) from None
+    if fmap is None or not fmap.extents:
+        return None
+    if not isinstance(members_text, Sequence) or isinstance(members_text, str) or \
+            len(members_text) != 1:
+        return None
+    try:
+        member = parse_dev(str(members_text[0]))
+    except ValueError:
+        raise ModelConfigError(f"bad member list {members_text!r}") from None
+    return Node(dev=top, name=names.get(top, "loop0"), kind="loop",
+                members=(disk(member, "disk"),), limits=limits, file_extents=fmap.extents)
+
+
+def loop_map(extents: Sequence[FileExtent], sector: int, nr: int
+             ) -> list[tuple[int, int, int, bool]]:
+    """A loop request's range -> ``(file sector, disk sector or -1, sectors, unwritten)`` pieces.
+
+    Loop with direct I/O (drivers/block/loop.c ``lo_rw_aio``, lo_offset 0) hands the request's
+    pages to the file's ``->read_iter`` / ``->write_iter`` at byte offset ``sector << 9``; the
+    file system's ``iomap_dio_rw`` walks the range one mapping at a time (``iomap_iter`` ->
+    ``ext4_iomap_begin`` -> ``ext4_map_blocks``: at most up to the end of one extent) and
+    ``iomap_dio_bio_iter`` builds one bio per mapping (its iterator truncated to the mapping's
+    length; a bvec iterator needs no page array, ``bio_iov_vecs_to_alloc`` -> 0). A range no
+    extent covers is a hole (-1: a read zero-fills it, ``iomap_dio_hole_iter``).
+    """
+    out: list[tuple[int, int, int, bool]] = []
+    pos, end = sector, sector + nr
+    starts = [e.logical for e in extents]
+    i = max(bisect.bisect_right(starts, pos) - 1, 0)
+    while pos < end:
+        e = extents[i] if i < len(extents) else None
+        if e is not None and e.logical <= pos < e.logical + e.sectors:
+            n = min(end, e.logical + e.sectors) - pos
+            out.append((pos, e.physical + pos - e.logical, n, e.unwritten))
+            pos += n
+            i += 1
+            continue
+        if e is not None and e.logical + e.sectors <= pos:
+            i += 1
+            continue
+        hole_end = min(end, e.logical) if e is not None else end
+        out.append((pos, -1, hole_end - pos, False))
+        pos = hole_end
+    return out
 
 
 def dm_linear_sizes(table: Sequence[str], members: Sequence[int]) -> tuple[int, ...]:
@@ -780,6 +853,6 @@ def with_limits(stack: Stack, overrides: Mapping[int, Mapping[str, Any]]) -> Sta
     return Stack(rebuild(stack.top), stack.notes)
 
 
-__all__ = ["APPROXIMATIONS", "Node", "Stack", "node_limits", "all_limits", "raid5_map",
+__all__ = ["APPROXIMATIONS", "Node", "Stack", "node_limits", "all_limits", "loop_map", "raid5_map",
            "raid6_map", "raid0_map", "raid10_copies", "raid10_geometry", "linear_map",
            "md_member_sizes", "resolve_kind", "stack_from_spec", "stack_from_manifest", "with_limits", "UNLIMITED"]

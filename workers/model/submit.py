@@ -89,12 +89,25 @@ from workers.model.stack import (
     Stack,
     all_limits,
     linear_map,
+    loop_map,
     raid0_map,
     raid5_map,
     raid6_map,
     raid10_copies,
     raid10_geometry,
 )
+
+
+class LoopCmd(MdPiece):
+    """A loop request whose file I/O is in flight (``struct loop_cmd``): completes the request
+    when its last bio to the disk below ends."""
+
+    __slots__ = ("rq",)
+
+    def __init__(self, rq: Request) -> None:
+        super().__init__(rq.dev, rq.sector, rq.nr, rq.rwbs, None, rq.pid)
+        self.rq = rq
+
 
 #: Host time charged per traced step inside one submission (keeps events ordered in time).
 STEP_NS = 200
@@ -281,10 +294,11 @@ class Engine:
             dev: MirrorState(len(node.members)) for dev, node in self.nodes.items()
             if node.kind in ("raid1", "raid10")}
         for dev, node in self.nodes.items():
-            if node.kind == "disk":
+            if node.kind in ("disk", "loop"):
                 lim = self.limits[dev]
                 self.queues[dev] = make_queue(lim)
-                self.servers[dev] = (servers or {}).get(dev) or _server_for(node, lim)
+                if node.kind == "disk":  # a loop device's "service" is its member's I/O
+                    self.servers[dev] = (servers or {}).get(dev) or _server_for(node, lim)
                 self.inflight[dev] = 0
                 self.alloc[dev] = 0
                 self.tag_limit[dev] = max(lim.nr_requests if lim.has_elevator
@@ -343,6 +357,9 @@ class Engine:
         while up is not None:
             up.remaining -= 1
             if up.remaining > 0:
+                break
+            if isinstance(up, LoopCmd):  # the file I/O of a loop request is done
+                self.complete(up.rq, t)
                 break
             if isinstance(up, MirrorRead):
                 st = self.mirrors[up.dev]
@@ -413,7 +430,7 @@ class Engine:
         node = self.nodes.get(bio.dev)
         if node is None:
             raise KeyError(f"bio for unknown device {bio.dev}")
-        if node.kind == "disk":
+        if node.kind in ("disk", "loop"):
             self.mq_submit(node, bio)
         elif node.kind == "cache":
             self.cache_submit(node, bio)
@@ -966,10 +983,12 @@ class Engine:
             self.tick()
 
     def kick(self, dev: int, t: int) -> None:
-        """Dispatch while driver tags are free (D), scheduling completions."""
+        """Dispatch while driver tags are free (D), scheduling completions (a loop device's
+        requests go on to its member, :meth:`loop_rw`)."""
         queue = self.queues[dev]
         depth = max(self.limits[dev].queue_depth, 1)
-        server = self.servers[dev]
+        loop = self.nodes[dev] if self.nodes[dev].kind == "loop" else None
+        server = self.servers.get(dev)
         exclusive = bool(getattr(server, "_exclusive", False))
         while self.inflight[dev] < depth and len(queue):
             if exclusive and self.inflight[dev] > 0:
@@ -982,12 +1001,57 @@ class Engine:
             if rq is None:
                 break
             self.ev(dev, rq.pid, ACT_ISSUE, rq.rwbs, rq.sector, rq.nr, t=t)
+            if loop is not None:
+                self.inflight[dev] += 1
+                self.loop_rw(loop, rq, t)
+                continue
+            assert server is not None
             c = server.submit(t, rq.sector, rq.nr, rq.op != OP_READ and not is_discard_op(rq.op),
                               is_discard_op(rq.op))
             c = max(int(c), t + 1)
             self.inflight[dev] += 1
             self.hseq += 1
             heapq.heappush(self.heap, (c, self.hseq, EV_COMPLETE, rq))
+
+    def loop_rw(self, node: Node, rq: Request, t: int) -> None:
+        """A loop request with direct I/O, from loop's worker: ``loop_handle_cmd`` ->
+        ``lo_rw_aio`` -> the file's ``iomap_dio_rw`` (``__iomap_dio_rw`` holds a plug around
+        its ``iomap_iter`` loop), one bio per mapping of the range (:func:`loop_map`) to the disk
+        under the file system. A read of an unwritten extent or a hole does no I/O (zeroes,
+        ``iomap_dio_hole_iter``); a direct write goes to the extent's blocks (REQ_SYNC |
+        REQ_IDLE, ``iomap_dio_bio_opflags``). The loop request completes when its bios have
+        (``lo_rw_aio_complete``); with none, at once.
+        """
+        member = node.members[0]
+        write = rq.op == OP_WRITE
+        cmd = LoopCmd(rq)
+        first = rq.bios[0]
+        saved_plug, saved_list = self.plug, self.bio_list
+        self.bio_list = None  # loop's worker is another task: no current->bio_list
+        self.now = max(self.now, t)
+        children: list[Bio] = []
+        if rq.op in (OP_READ, OP_WRITE):
+            for fsec, dsec, n, unwritten in loop_map(node.file_extents, rq.sector, rq.nr):
+                if dsec < 0 or (unwritten and not write):
+                    continue
+                b = Bio(member.dev, dsec, n, rq.op, RWBS_WRITE | RWBS_SYNC if write
+                        else RWBS_READ, F_SYNC | F_IDLE if write else 0, None, cmd,
+                        first.off + ((fsec - rq.sector) << 9), first.seg, rq.pid)
+                self._count(b)
+                children.append(b)
+        if not children:
+            self.hseq += 1
+            heapq.heappush(self.heap, (t + STEP_NS, self.hseq, EV_COMPLETE, rq))
+            self.plug, self.bio_list = saved_plug, saved_list
+            return
+        cmd.remaining += 1  # held until every bio is submitted
+        plug = self.make_plug()
+        self.plug = plug
+        for b in children:
+            self.submit_noacct(b, split=False)
+        plug.flush(False)
+        self.plug, self.bio_list = saved_plug, saved_list
+        self._put_piece(cmd, self.now)
 
     def complete(self, rq: Request, t: int) -> None:
         """A request completed: C on the disk, bios end (C on md pieces), tags freed."""

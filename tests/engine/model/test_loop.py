@@ -1,0 +1,129 @@
+"""Loop with direct I/O over a file: the backing file's extent map drives the backing disk's stream.
+
+``lo_rw_aio`` hands a loop request to the file's ``iomap_dio_rw``, which builds one bio per
+mapping (extent piece) of the range; a read of an unwritten extent or a hole is zero-filled
+with no I/O (``iomap_dio_hole_iter``). The file system's own writes the trace shows on the
+disk (jbd2's commit, ``sync`` writing the inode table back) are replayed as the trace shows
+them, after the predicted events of the bios submitted before them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from workers.errors import ModelConfigError
+from workers.events import (
+    ACT_COMPLETE,
+    ACT_ISSUE,
+    RWBS_FLUSH,
+    RWBS_FUA,
+    RWBS_META,
+    RWBS_READ,
+    RWBS_SYNC,
+    RWBS_WRITE,
+    EventTable,
+    make_dev,
+)
+from workers.model import BioStream, preset_for_kernel, replay, stack_from_manifest
+from workers.model.replay import _fold_merged, md_metadata_rows
+from workers.model.stack import loop_map
+from workers.traces.filefrag import FileExtent
+
+LOOP, VDA = make_dev(7, 0), make_dev(254, 0)
+#: a file of 3 extents: 0-2047 written at 100000, 2048-4095 unwritten at 300000 (physically
+#: after a gap), then a hole, then 8192-10239 unwritten right after the second (contiguous)
+EXTENTS = [[0, 100000, 2048, 0], [2048, 300000, 2048, 1], [8192, 302048, 2048, 1]]
+
+
+def _manifest(extents: list[list[int]] | None = EXTENTS, *, dio: bool = True) -> dict:
+    st: dict = {"top": "7,0", "kind": "loop", "direct_io": dio, "fs": "ext4",
+                "members": ["254,0"]}
+    if extents is not None:
+        st["file_extents"] = extents
+    return {"kernel": "6.12.117+deb13-amd64", "stack": st,
+            "limits": {"7,0": {"max_sectors_kb": 1280, "max_segments": 128,
+                               "max_segment_size": 65536, "scheduler": "none"},
+                       "254,0": {"max_sectors_kb": 1280, "scheduler": "none"}},
+            "devices": {"loop0": "7,0", "vda": "254,0"}}
+
+
+def _issued(t: EventTable, dev: int) -> list[tuple[int, int, bool]]:
+    d = np.flatnonzero((t.action == ACT_ISSUE) & (t.dev == dev))
+    d = d[np.argsort(t.time_ns[d], kind="stable")]
+    return [(int(t.sector[i]), int(t.nr_sectors[i]), bool(t.rwbs[i] & RWBS_WRITE)) for i in d]
+
+
+def test_loop_map_pieces_holes_and_unwritten() -> None:
+    ext = stack_from_manifest(_manifest()).top.file_extents
+    assert loop_map(ext, 1024, 2048) == [(1024, 101024, 1024, False),
+                                         (2048, 300000, 1024, True)]
+    # past the second extent: a hole up to 8192, then the third extent
+    assert loop_map(ext, 4000, 4400) == [(4000, 301952, 96, True), (4096, -1, 4096, False),
+                                         (8192, 302048, 208, True)]
+    assert loop_map(ext, 20000, 8) == [(20000, -1, 8, False)]
+
+
+def test_manifest_with_map_is_a_loop_node_else_the_named_approximation() -> None:
+    st = stack_from_manifest(_manifest())
+    assert st.top.kind == "loop" and [m.dev for m in st.top.members] == [VDA]
+    assert st.notes == ()
+    assert st.top.file_extents[1] == FileExtent(2048, 300000, 2048, True)
+    for m in (_manifest(None), _manifest(dio=False)):
+        fb = stack_from_manifest(m)
+        assert fb.top.kind == "disk" and not fb.top.members
+        assert fb.notes and "approximated as disk" in fb.notes[0]
+    with pytest.raises(ModelConfigError, match="file_extents"):
+        stack_from_manifest(_manifest([[0, 1]]))
+
+
+def test_writes_go_to_the_extents_blocks_one_bio_per_piece() -> None:
+    """A 1 MiB write across the first extent's end reaches the disk as two requests at the
+    two extents' blocks; the loop request completes after both."""
+    st = stack_from_manifest(_manifest())
+    bios = BioStream.from_arrays([1024], [2048], rwbs=RWBS_WRITE | RWBS_SYNC, time_ns=[0])
+    t = replay(bios, st, preset_for_kernel("6.12.117"), engine="python")
+    assert _issued(t, LOOP) == [(1024, 2048, True)]  # one request (contiguous buffer)
+    assert _issued(t, VDA) == [(101024, 1024, True), (300000, 1024, True)]
+    c_loop = t.time_ns[(t.action == ACT_COMPLETE) & (t.dev == LOOP)]
+    c_vda = t.time_ns[(t.action == ACT_COMPLETE) & (t.dev == VDA)]
+    assert c_loop.min() >= c_vda.min() and c_loop.max() >= c_vda.max()
+
+
+def test_reads_of_unwritten_extents_and_holes_do_no_io() -> None:
+    st = stack_from_manifest(_manifest())
+    bios = BioStream.from_arrays([0, 2048, 5000], [1024, 1024, 1024], rwbs=RWBS_READ,
+                                 time_ns=[0, 1_000_000, 2_000_000], pid=1)
+    t = replay(bios, st, preset_for_kernel("6.12.117"), engine="python")
+    assert _issued(t, VDA) == [(100000, 1024, False)]  # only the written extent
+    assert len(_issued(t, LOOP)) == 3
+    assert int(np.sum((t.action == ACT_COMPLETE) & (t.dev == LOOP))) == 3
+
+
+def test_physically_contiguous_extents_merge_in_iomaps_plug() -> None:
+    """Two extents that touch on the disk: two bios under ``__iomap_dio_rw``'s plug, one
+    request (the second bio back-merges)."""
+    st = stack_from_manifest(_manifest([[0, 100000, 1024, 0], [1024, 101024, 1024, 0]]))
+    bios = BioStream.from_arrays([512], [1024], rwbs=RWBS_WRITE | RWBS_SYNC, time_ns=[0])
+    t = replay(bios, st, preset_for_kernel("6.12.117"), engine="python")
+    assert _issued(t, VDA) == [(100512, 1024, True)]
+
+
+def test_fs_writes_run_whole_sequence_by_sequence_after_the_loop_io() -> None:
+    """jbd2's log blocks (merged in its plug), its commit block (PREFLUSH|FUA: pre-flush,
+    data, post-flush on a write-back disk without FUA), then the inode table block ``sync``
+    writes: in that order, after the loop device's own I/O, whatever the scheduler preset."""
+    st = stack_from_manifest(_manifest())
+    meta_rw = RWBS_WRITE | RWBS_SYNC | RWBS_META
+    meta = np.array([[50, 51, 60, 70], [VDA] * 4, [1048688, 1048696, 1048704, 1160],
+                     [8, 8, 8, 8], [meta_rw, meta_rw, meta_rw | RWBS_FLUSH | RWBS_FUA,
+                                    meta_rw]], dtype=np.int64)
+    meta = _fold_merged(meta, np.array([False, True, False, False]))
+    assert meta[3].tolist() == [16, 8, 8]
+    bios = BioStream.from_arrays([0], [1024], rwbs=RWBS_READ, time_ns=[0])
+    for sched in ("cfs", "eevdf"):
+        rows = md_metadata_rows(meta, bios, st, np.array([[40]], np.int64), sched)
+        d = rows[3] == ACT_ISSUE
+        assert list(zip(rows[5][d].tolist(), rows[6][d].tolist(), strict=True)) == [
+            (1048688, 16), (0, 0), (1048704, 8), (0, 0), (1160, 8)]
+        assert int(rows[0].min()) > 40
