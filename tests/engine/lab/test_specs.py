@@ -88,6 +88,8 @@ def test_other_stacks() -> None:
     assert set(dict(loop.records)) == {"loop_extents.txt", "fs_layout.txt", "fs_journal.txt"}
     assert [f for f, _ in loop.records_after] == ["loop_extents_after.txt"]
     assert parse_stack("raid0:disks=2").records == []
+    # no ext4lazyinit writes racing with the traced workload on the disk below
+    assert "lazy_itable_init=0,lazy_journal_init=0" in loop.build[0]
     nb = parse_stack("null_blk:submit_queues=2")
     assert nb.disks == 0 and "submit_queues=2" in nb.build[0] and "queue_mode=2" in nb.build[0]
     sd = parse_stack("scsi-debug:dev_size_mb=256")
