@@ -227,7 +227,7 @@ def score_capture(path: str | os.PathLike[str], *, mode: str = "auto",
         want = mode if mode != "auto" else (
             str((raw.get("fidelity") or {}).get("mode") or "")
             or ("distribution" if racing_threads(table, top) else "order"))
-        bios = bios_from_table(table, top, workload=work or None)
+        bios = bios_from_table(table, top, workload=work or None, stack=stack)
         predicted = replay(bios, stack, preset_for_kernel(kern))
     except BlkreviewError as exc:
         return CaptureScore(label, own, work, mode, None, error=str(exc), preset=kern)

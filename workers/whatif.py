@@ -220,7 +220,7 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
                              "(e.g. raid5:disks=8,chunk=64k,device=hdd)" if spec else ""))
         device_map[dev_str(top)] = dev_str(stack.top.dev)
     work = ((manifest or {}).get("workload") or {}).get("command") or workload or None
-    bios = bios_from_table(table, top, workload=work)
+    bios = bios_from_table(table, top, workload=work, stack=stack)
     pred_old = replay(bios, stack, old)
     pred_new = replay(bios, stack, new)
     r_old = jsonable(analyze(pred_old))

@@ -110,7 +110,7 @@ def predict(args: argparse.Namespace) -> tuple[EventTable, Any, Any]:
         bios = bios_from_workload(args.workload, seed=args.seed)
     elif table_in is not None:
         work = ((manifest or {}).get("workload") or {}).get("command")
-        bios = bios_from_table(table_in, stack.top.dev, workload=work)
+        bios = bios_from_table(table_in, stack.top.dev, workload=work, stack=stack)
     else:
         raise ModelConfigError("give --workload or --trace")
     from workers.cli.progress import current

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,7 @@ from workers.model.policy import Policy, parse_size
 from workers.model.split import OP_READ, OP_WRITE, front_len, op_from_rwbs
 from workers.model.stack import BIO_BASED, Stack, all_limits
 from workers.model.submit import EV_COMPLETE, EV_UNIT, Engine, Unit
+from workers.traces.filefrag import FileExtent
 
 #: Bytes of a page: the run of memory one bvec holds when no two pages of a buffer are adjacent.
 PAGE_BYTES = 4096
@@ -159,8 +160,8 @@ class BioStream:
 
 
 # --- bios from a trace ---------------------------------------------------------------------------
-def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = None
-                    ) -> BioStream:
+def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = None,
+                    stack: Stack | None = None) -> BioStream:
     """The Q events of ``top_dev`` as a bio stream, with plug boundaries.
 
     Plug boundaries (kernel-model.md section 7), in order of preference:
@@ -172,6 +173,13 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     3. Otherwise one plug per bio.
 
     Q events of 0 sectors (bare flushes) are left out: the model has no flush machinery.
+
+    The writes the trace shows on lower devices that the top device did not cause are kept
+    in ``meta["md_meta"]`` (``[time, dev, sector, nr, rwbs]``) and replayed as the trace shows
+    them (:func:`md_metadata_rows`): REQ_META writes (md's superblock, a file system's journal)
+    and, given a ``stack`` whose top is a loop device with its file's extent map, every write
+    and bare flush on the disk below that does not touch the file's blocks (the file system's
+    own I/O: ext4lazyinit zeroing inode tables, jbd2, ``sync``).
 
     Raises:
         ModelConfigError: the table has no Q events on ``top_dev``.
@@ -204,6 +212,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     if len(mirror[0]):
         meta["mirror_reads"] = mirror
     mrows = _metadata_write_rows(table, top_dev)
+    if stack is not None and stack.top.kind == "loop" and stack.top.file_extents:
+        mrows = np.union1d(mrows, _fs_own_rows(table, stack.top.members[0].dev,
+                                               stack.top.file_extents))
     if len(mrows) and n:
         t0 = int(table.time_ns[rows].min()) if table.time_known else 0
         rw = table.rwbs[mrows].astype(np.int64)
@@ -284,6 +295,32 @@ def _metadata_write_rows(table: EventTable, top_dev: int) -> npt.NDArray[np.intp
         key = (table.dev.astype(np.int64) << 40) + table.sector.astype(np.int64)
         i = i[~np.isin(key[i], key[q])]
     return np.sort(np.r_[q, i])
+
+
+def _fs_own_rows(table: EventTable, dev: int, extents: Sequence[FileExtent]
+                 ) -> npt.NDArray[np.intp]:
+    """Writes (Q, or I with no Q of its own) and bare flushes (Q of 0 sectors with
+    REQ_PREFLUSH) on ``dev``, the disk under a loop device's file, that touch none of the
+    file's blocks: the file system's own I/O, not the loop device's."""
+    act = table.action
+    on = (table.dev == dev) & ((table.rwbs & RWBS_WRITE) != 0)
+    flush = on & (act == ACT_QUEUE) & (table.nr_sectors == 0) & ((table.rwbs & RWBS_FLUSH) != 0)
+    data = on & (table.nr_sectors > 0)
+    q = np.flatnonzero(data & (act == ACT_QUEUE))
+    i = np.flatnonzero(data & (act == ACT_INSERT))
+    if len(i):
+        i = i[~np.isin(table.sector[i], table.sector[q])]
+    rows = np.r_[q, i]
+    if len(rows) and extents:
+        by_disk = sorted(extents, key=lambda e: e.physical)
+        start = np.array([e.physical for e in by_disk], dtype=np.int64)
+        end = start + np.array([e.sectors for e in by_disk], dtype=np.int64)
+        s0 = table.sector[rows].astype(np.int64)
+        s1 = s0 + table.nr_sectors[rows].astype(np.int64)
+        k = np.searchsorted(start, s1, side="left") - 1  # last extent starting before s1
+        touches = (k >= 0) & (end[np.maximum(k, 0)] > s0)
+        rows = rows[~touches]
+    return np.sort(np.r_[rows, np.flatnonzero(flush)])
 
 
 def _merged_rows(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
@@ -1050,7 +1087,8 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
             seq = [[(ACT_QUEUE, rw, sec, nr)]]
             if pre:
                 seq.append(flush)
-            seq.append([(ACT_ISSUE, data, sec, nr), (ACT_COMPLETE, data, sec, nr)])
+            if nr > 0:  # (a bare flush, blkdev_issue_flush, is its pre-flush alone)
+                seq.append([(ACT_ISSUE, data, sec, nr), (ACT_COMPLETE, data, sec, nr)])
             if post:
                 seq.append(flush)
             if sched_wakeup == "eevdf" and md:

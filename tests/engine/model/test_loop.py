@@ -14,8 +14,12 @@ import pytest
 
 from workers.errors import ModelConfigError
 from workers.events import (
+    ACT_BACKMERGE,
     ACT_COMPLETE,
+    ACT_GETRQ,
+    ACT_INSERT,
     ACT_ISSUE,
+    ACT_QUEUE,
     RWBS_FLUSH,
     RWBS_FUA,
     RWBS_META,
@@ -24,8 +28,15 @@ from workers.events import (
     RWBS_WRITE,
     EventTable,
     make_dev,
+    rwbs_from_text,
 )
-from workers.model import BioStream, preset_for_kernel, replay, stack_from_manifest
+from workers.model import (
+    BioStream,
+    bios_from_table,
+    preset_for_kernel,
+    replay,
+    stack_from_manifest,
+)
 from workers.model.replay import _fold_merged, md_metadata_rows
 from workers.model.stack import loop_map
 from workers.traces.filefrag import FileExtent
@@ -127,3 +138,51 @@ def test_fs_writes_run_whole_sequence_by_sequence_after_the_loop_io() -> None:
         assert list(zip(rows[5][d].tolist(), rows[6][d].tolist(), strict=True)) == [
             (1048688, 16), (0, 0), (1048704, 8), (0, 0), (1160, 8)]
         assert int(rows[0].min()) > 40
+
+
+def _trace(rows: list[tuple[int, int, int, str, int, int]]) -> EventTable:
+    """rows: (time, dev, action, rwbs text, sector, nr)."""
+    t, dev, act, rw, sec, nr = zip(*rows, strict=True)
+    table = EventTable.from_columns(time_ns=np.array(t), dev=np.array(dev),
+                                    action=np.array(act), sector=np.array(sec),
+                                    nr_sectors=np.array(nr), pid=np.full(len(t), 7),
+                                    rwbs=np.array([rwbs_from_text(x) for x in rw]))
+    table.meta["format"] = "blktrace"
+    return table
+
+
+def test_the_file_systems_own_io_on_the_disk_below_is_replayed_from_the_trace() -> None:
+    """The shape of the 6.12.117 loop_dio_ddw512k capture: ext4lazyinit zeroing an inode
+    table (a plain write and a bare flush) before the loop writes, the loop writes at the
+    file's blocks, then jbd2's log blocks (two Q, the second back-merged), its commit block
+    (PREFLUSH|FUA) and ``sync``'s inode table write. Everything on vda that is not the file's
+    is the file system's and comes out as the trace shows it, around the predicted loop I/O."""
+    Q, M, INS, D = ACT_QUEUE, ACT_BACKMERGE, ACT_INSERT, ACT_ISSUE
+    rows = [(0, VDA, Q, "WS", 1168, 4088), (1, VDA, INS, "WS", 1168, 4088),
+            (2, VDA, D, "WS", 1168, 4088), (5, VDA, Q, "FWS", 0, 0), (6, VDA, D, "FN", 0, 0)]
+    t = 1000
+    for k in range(2):  # two 512 KiB loop writes at file sector 0 and 1024
+        rows += [(t, LOOP, Q, "WS", k * 1024, 1024), (t + 1, LOOP, ACT_GETRQ, "WS", k * 1024,
+                                                        1024),
+                 (t + 2, LOOP, D, "WS", k * 1024, 1024),
+                 (t + 3, VDA, Q, "WS", 100000 + k * 1024, 1024),
+                 (t + 4, VDA, D, "WS", 100000 + k * 1024, 1024),
+                 (t + 50, VDA, ACT_COMPLETE, "WS", 100000 + k * 1024, 1024),
+                 (t + 51, LOOP, ACT_COMPLETE, "WS", k * 1024, 1024)]
+        t += 100
+    rows += [(2000, VDA, Q, "WSM", 1048688, 8), (2001, VDA, Q, "WSM", 1048696, 8),
+             (2002, VDA, M, "WSM", 1048696, 8), (2003, VDA, D, "WSM", 1048688, 16),
+             (2010, VDA, Q, "FWFSM", 1048704, 8), (2011, VDA, D, "FN", 0, 0),
+             (2012, VDA, INS, "WSM", 1048704, 8), (2013, VDA, D, "WSM", 1048704, 8),
+             (2014, VDA, D, "FN", 0, 0), (2020, VDA, Q, "WSM", 1160, 8),
+             (2021, VDA, D, "WSM", 1160, 8)]
+    table = _trace(rows)
+    st = stack_from_manifest(_manifest())
+    bios = bios_from_table(table, LOOP, stack=st)
+    pred = replay(bios, st, preset_for_kernel("6.12.117"), engine="python")
+    assert _issued(pred, VDA) == _issued(table, VDA)
+    assert _issued(pred, LOOP) == _issued(table, LOOP)
+    # without the stack (or the map) the writes that are not REQ_META are not told apart
+    # from the loop device's: only the journal and sync writes are replayed
+    plain = bios_from_table(table, LOOP)
+    assert len(plain.meta["md_meta"][0]) == 3
