@@ -104,14 +104,18 @@ lab_modprobe() {  # NAME or ALT1|ALT2: a module that is missing or built in is n
   local m
   for m in ${1//|/ }; do modprobe "$m" 2>/dev/null && return 0; done
   echo "module $1: not found (or failed to load) in $(uname -r)" >&2; return 1; }
-save_default() {  # DEV ATTR
-  local f=/sys/block/$1/queue/$2
+SYS_BLOCK=${SYS_BLOCK:-/sys/block} LAB_DEFAULTS=${LAB_DEFAULTS:-/tmp/defaults}
+save_default() {  # DEV ATTR: the value before a case's first write, numbered in write order
+  local f=$SYS_BLOCK/$1/queue/$2 n
   [ -f "$f" ] || return 0
-  sed -e 's/.*\[\(.*\)\].*/\1/' "$f" > "/tmp/defaults/$1.$2"; }
-restore_defaults() {
+  for n in "$LAB_DEFAULTS"/*."$1.$2"; do [ -f "$n" ] && return 0; done
+  n=$(ls "$LAB_DEFAULTS" | wc -l)
+  sed -e 's/.*\[\(.*\)\].*/\1/' "$f" > "$LAB_DEFAULTS/$(printf %03d "$n").$1.$2"; }
+restore_defaults() {  # last written first (nr_requests goes back under the case's scheduler)
   local f b
-  for f in /tmp/defaults/*; do [ -f "$f" ] || continue; b=$(basename "$f")
-    [ -e "/sys/block/${b%%.*}" ] && cat "$f" > "/sys/block/${b%%.*}/queue/${b#*.}" 2>/dev/null
+  for f in $(ls -r "$LAB_DEFAULTS"); do f=$LAB_DEFAULTS/$f; [ -f "$f" ] || continue
+    b=$(basename "$f"); b=${b#*.}
+    [ -e "$SYS_BLOCK/${b%%.*}" ] && cat "$f" > "$SYS_BLOCK/${b%%.*}/queue/${b#*.}" 2>/dev/null
     rm -f "$f"; done; }
 dump_queue() {  # NAME: queue limits in the ingester's "## /sys/block/X/queue" layout
   # builtins only (read, ${f##*/}): every fork costs ~0.1 s under TCG
@@ -155,6 +159,23 @@ devname() {  # PATH -> kernel name (dm's /dev/mapper nodes are not links without
 """
 
 
+def ordered_settings(settings: list[Setting]) -> list[Setting]:
+    """The settings in the order the guest applies them: ``scheduler`` first, the rest as given.
+
+    An I/O scheduler switch sets ``nr_requests`` anew (``blk_mq_init_sched``: twice the
+    tag set's depth, at most 2 x BLKDEV_DEFAULT_RQ; ``elevator_disable``: the depth), so a
+    ``nr_requests`` written before it is lost. Worse, written while the queue has no
+    scheduler, ``blk_mq_update_nr_requests`` shrinks the *driver* tags of every hardware
+    queue (``blk_mq_tag_update_depth(..., can_grow=false)`` -> ``sbitmap_queue_resize``),
+    and nothing grows them back after the switch: sysfs shows the new scheduler's
+    ``nr_requests`` while the disk takes that few requests at a time for the rest of the
+    boot. ``["nr_requests=4", "scheduler=mq-deadline"]`` on a disk without a scheduler did
+    exactly that (vda kept 4 driver tags through every later case of the boot, and
+    synchronous submitters slept in ``blk_mq_get_tag`` with 4 requests on it).
+    """
+    return sorted(settings, key=lambda s: s.attr != "scheduler")
+
+
 def _case_body(case: Case) -> str:
     st, wl = case.stack, case.workload
     disks = {f"D{i}": disk_path(i) for i in range(max(st.disks, 1) + 4)}
@@ -174,8 +195,9 @@ def _case_body(case: Case) -> str:
         lines.append(f'  lab_modprobe "{m}" 2>> "$OUT/output.txt" || '
                      f'{{ fail "module {m} missing in $(uname -r)"; return 1; }}')
     raw = [disk_path(i) for i in range(st.disks)]
-    pre = [s for s in case.settings if s.scope != "top" or top in raw]
-    post = [s for s in case.settings if s.scope == "top" and top not in raw]
+    settings = ordered_settings(case.settings)
+    pre = [s for s in settings if s.scope != "top" or top in raw]
+    post = [s for s in settings if s.scope == "top" and top not in raw]
     for s in pre:
         lines += _setting_lines(s, raw, top, members)
     for b in st.build:

@@ -9,7 +9,7 @@ import pytest
 
 from workers.lab.host import LabError
 from workers.lab.qemu import DiskSpec, parse_disk_spec, qemu_command
-from workers.lab.script import Case, guest_script, parse_setting
+from workers.lab.script import Case, guest_script, ordered_settings, parse_setting
 from workers.lab.stacks import parse_size, parse_stack
 from workers.lab.workloads import parse_workload
 
@@ -221,3 +221,45 @@ def test_per_disk_overrides(tmp_path: Path) -> None:
     assert "/sys/block/vda/queue/rotational" not in script
     with pytest.raises(LabError, match="vda..vdp"):
         parse_disk_args(["sdz:lbs=4096"])
+
+
+def test_scheduler_is_set_before_nr_requests() -> None:
+    """``nr_requests`` written before a scheduler switch would shrink the driver tags of a
+    disk without a scheduler for the rest of the boot (``blk_mq_update_nr_requests``), and
+    the switch resets it anyway: the guest applies ``scheduler`` first."""
+    case = Case.make("nr4", "disk", "dd bs=4k count=8 iflag=direct",
+                     ["nr_requests=4", "scheduler=mq-deadline", "max_sectors_kb=64"])
+    assert [s.attr for s in ordered_settings(case.settings)] == \
+        ["scheduler", "nr_requests", "max_sectors_kb"]
+    script = guest_script([case], disks=1)
+    assert script.index("echo mq-deadline > /sys/block/$n/queue/scheduler") < \
+        script.index("echo 4 > /sys/block/$n/queue/nr_requests")
+
+
+def test_defaults_are_restored_last_written_first(tmp_path: Path) -> None:
+    """The guest's save_default / restore_defaults (run by bash over a fake sysfs): every
+    attribute gets back the value it had before the case's first write, newest first, so
+    ``nr_requests`` is restored while the case's scheduler is still active."""
+    script = guest_script([Case.make("c", "disk", "dd bs=4k count=1 iflag=direct")])
+    funcs = script[script.index("SYS_BLOCK="):script.index("dump_queue()")]
+    queue = tmp_path / "sys" / "vda" / "queue"
+    queue.mkdir(parents=True)
+    (queue / "scheduler").write_text("[none] mq-deadline\n")
+    (queue / "nr_requests").write_text("256\n")
+    saved = tmp_path / "defaults"
+    saved.mkdir()
+    order = tmp_path / "order"
+    body = funcs + f"""
+cat() {{ echo "${{1##*/}}" >> {order}; command cat "$@"; }}
+save_default vda scheduler; echo mq-deadline > $SYS_BLOCK/vda/queue/scheduler
+save_default vda nr_requests; echo 4 > $SYS_BLOCK/vda/queue/nr_requests
+save_default vda nr_requests; echo 8 > $SYS_BLOCK/vda/queue/nr_requests
+restore_defaults
+"""
+    env = {"SYS_BLOCK": str(tmp_path / "sys"), "LAB_DEFAULTS": str(saved), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(["bash", "-c", body], text=True, capture_output=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (queue / "scheduler").read_text().strip() == "none"
+    assert (queue / "nr_requests").read_text().strip() == "256"  # the first value, not 4
+    assert order.read_text().split() == ["001.vda.nr_requests", "000.vda.scheduler"]
+    assert not list(saved.iterdir())
