@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from workers.model.limits import QueueLimits
 from workers.model.policy import Policy
-from workers.model.split import is_discard_op
+from workers.model.split import MemoryLayout, is_discard_op
 
 #: BLK_PLUG_FLUSH_SIZE (128 KiB) in sectors.
 BLK_PLUG_FLUSH_SECTORS = 256
@@ -52,11 +52,11 @@ class Bio:
     """
 
     __slots__ = ("dev", "sector", "nr", "op", "rwbs", "flags", "unit", "up", "off", "seg",
-                 "fresh", "pid")
+                 "fresh", "pid", "layout")
 
     def __init__(self, dev: int, sector: int, nr: int, op: int, rwbs: int, flags: int,
                  unit: object, up: MdPiece | None, off: int, seg: int, pid: int,
-                 fresh: bool = True) -> None:
+                 fresh: bool = True, layout: MemoryLayout | None = None) -> None:
         self.dev = dev
         self.sector = sector
         self.nr = nr
@@ -69,11 +69,14 @@ class Bio:
         self.seg = seg
         self.fresh = fresh
         self.pid = pid
+        #: the submitted bio's own memory runs (``off`` counts from its first byte); None:
+        #: the uniform ``seg`` model
+        self.layout = layout
 
     def piece(self, nr: int) -> Bio:
         """The front ``nr`` sectors as a new bio (``bio_split``)."""
         return Bio(self.dev, self.sector, nr, self.op, self.rwbs, self.flags, self.unit,
-                   self.up, self.off, self.seg, self.pid, fresh=False)
+                   self.up, self.off, self.seg, self.pid, fresh=False, layout=self.layout)
 
     def advance(self, nr: int) -> None:
         """Drop the front ``nr`` sectors (``bio_advance`` of the remainder)."""

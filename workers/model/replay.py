@@ -42,7 +42,6 @@ from workers.events import (
     ACT_PLUG,
     ACT_QUEUE,
     ACT_REMAP,
-    ACT_SPLIT,
     ACT_UNPLUG_IO,
     ACT_UNPLUG_TIMER,
     COLUMN_DTYPES,
@@ -73,16 +72,13 @@ from workers.model.evbuf import (
     one_chunk,
     rows_to_chunk,
 )
-from workers.model.limits import QueueLimits
+from workers.model.layout import layouts_from_evidence, split_evidence
 from workers.model.plug import F_IDLE, F_SYNC, Bio
 from workers.model.policy import Policy, parse_size
-from workers.model.split import OP_READ, OP_WRITE, front_len, op_from_rwbs
-from workers.model.stack import BIO_BASED, Stack, all_limits
+from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
+from workers.model.stack import Stack, all_limits
 from workers.model.submit import EV_COMPLETE, EV_UNIT, Engine, Unit
 from workers.traces.filefrag import FileExtent
-
-#: Bytes of a page: the run of memory one bvec holds when no two pages of a buffer are adjacent.
-PAGE_BYTES = 4096
 
 #: ``engine="auto"`` uses the compiled engine from this many bios on (below it the Python
 #: engine is faster than loading, or on a cold cache compiling, the numba functions).
@@ -204,10 +200,10 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         t = np.arange(n, dtype=np.int64) * 1000
     comm = table.comms[int(table.comm[rows[0]])] if len(table.comms) > 1 else "dd"
     depth = 1 if _waits_for_completion(table, rows, plug, top_dev) else 0
-    split_first = _first_split_of(table, rows, top_dev)
+    evidence = split_evidence(table, rows, top_dev)
     meta: dict[str, Any] = {}
-    if split_first is not None:
-        meta["split_first"] = split_first
+    if evidence is not None and len(evidence):
+        meta["split_evidence"] = evidence
     mirror = _mirror_read_choices(table, top_dev)
     if len(mirror[0]):
         meta["mirror_reads"] = mirror
@@ -372,96 +368,6 @@ def _dispatch_time_of(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDAr
         if len(c):
             out[j] = int(t[c[np.argmin(np.abs(t[c] - t[r]))]])
     return out
-
-
-def _first_split_of(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int
-                    ) -> npt.NDArray[np.int64] | None:
-    """Per top Q: the length of the front piece of the trace's first X of that bio (0: none).
-
-    ``trace_block_split`` (X) on the top device shows where ``bio_split_to_limits`` cut the
-    bio; :func:`_segments_from_splits` reads the bio's memory layout from it. None when the
-    top device shows no X at all.
-    """
-    act = table.action
-    is_x = (act == ACT_SPLIT) & (table.dev == top_dev)
-    if not bool(np.any(is_x)):
-        return None
-    n = len(q_rows)
-    out = np.zeros(n, dtype=np.int64)
-    qpos = np.full(len(table), -1, dtype=np.int64)
-    qpos[q_rows] = np.arange(n)
-    pending: dict[int, int] = {}
-    sec = table.sector
-    aux = table.aux
-    for r in np.flatnonzero(is_x | (qpos >= 0)).tolist():
-        if qpos[r] >= 0:
-            pending[int(sec[r])] = int(qpos[r])
-        else:
-            q = pending.pop(int(sec[r]), -1)
-            if q >= 0:
-                out[q] = int(aux[r]) - int(sec[r])
-    return out
-
-
-def _segments_from_splits(sector: npt.NDArray[np.int64], nr: npt.NDArray[np.int64],
-                          seg: npt.NDArray[np.int64], rwbs: npt.NDArray[np.int64],
-                          split_first: npt.NDArray[np.int64], lim: QueueLimits
-                          ) -> npt.NDArray[np.int64]:
-    """Memory layout of trace bios from the X events of the top device.
-
-    ``bio_split_to_limits`` (``bio_split_rw`` -> ``bvec_split_segs``) cuts a bio where its size
-    limits end or where ``max_segments`` segments are used up. A trace bio is replayed as one
-    contiguous buffer (``seg_bytes`` 0) unless the trace shows a cut the size limits do not
-    explain: then its pages were not physically contiguous (each page its own bvec, as
-    ``bio_iov_iter_get_pages`` adds them when no two are adjacent), and the bio is replayed with
-    page-sized runs if that reproduces the cut.
-    """
-    out = seg.copy()
-    for i in np.flatnonzero((split_first > 0) & (seg == 0)).tolist():
-        op = op_from_rwbs(int(rwbs[i]))
-        s, n, f = int(sector[i]), int(nr[i]), int(split_first[i])
-        if f >= front_len(s, n, lim, op):
-            continue
-        if front_len(s, n, lim, op, 0, PAGE_BYTES) == f:
-            out[i] = PAGE_BYTES
-    return out
-
-
-def _segment_cuts(sector: npt.NDArray[np.int64], nr: npt.NDArray[np.int64],
-                  seg: npt.NDArray[np.int64], rwbs: npt.NDArray[np.int64],
-                  split_first: npt.NDArray[np.int64], lim: QueueLimits) -> npt.NDArray[np.intp]:
-    """Bios whose top-device X is a ``max_segments`` cut no uniform page layout reproduces
-    (e.g. 255 pages in 254 segments: two of the pages were adjacent): the front covers at
-    least ``max_segments`` pages and ends before the size limits would cut."""
-    rows = []
-    for i in np.flatnonzero(split_first > 0).tolist():
-        op = op_from_rwbs(int(rwbs[i]))
-        s, n, f = int(sector[i]), int(nr[i]), int(split_first[i])
-        if f >= n or f >= front_len(s, n, lim, op, 0, int(seg[i])):
-            continue
-        if f * 512 >= lim.max_segments * PAGE_BYTES and f < front_len(s, n, lim, op):
-            rows.append(i)
-    return np.array(rows, dtype=np.intp)
-
-
-def _cut_rows(cut: npt.NDArray[np.intp], first: npt.NDArray[np.int64],
-              sector: npt.NDArray[np.int64], *cols: npt.NDArray[np.int64]
-              ) -> tuple[npt.NDArray[np.int64], ...]:
-    """Replace each bio of ``cut`` by its front (the trace's X point) and the remainder, which
-    ``bio_split_to_limits`` resubmits (``submit_bio_noacct``) right behind it. ``cols`` are
-    nr, then per-bio columns copied to both pieces."""
-    nr = cols[0]
-    rep = np.ones(len(sector), dtype=np.intp)
-    rep[cut] = 2
-    idx = np.repeat(np.arange(len(sector)), rep)
-    second = np.r_[False, idx[1:] == idx[:-1]]
-    new_sector = sector[idx].copy()
-    new_nr = nr[idx].copy()
-    f = first[idx]
-    new_nr[~second & (rep[idx] == 2)] = f[~second & (rep[idx] == 2)]
-    new_sector[second] += f[second]
-    new_nr[second] -= f[second]
-    return (new_sector, new_nr) + tuple(c[idx] for c in cols[1:])
 
 
 #: BLK_PLUG_FLUSH_SIZE (128 KiB) in sectors: blk_add_rq_to_plug flushes a plug whose last
@@ -807,6 +713,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     """
     eng = Engine(stack, policy, record=record)
     top = stack.top.dev
+    layouts: dict[int, MemoryLayout] = {}
     hint = bios.meta.get("mirror_reads")
     if hint is not None and stack.top.kind == "raid10":
         eng.mirror_hint = {int(a): int(d) for a, d in zip(hint[0].tolist(), hint[1].tolist())}
@@ -822,23 +729,18 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     else:
         sector, nr, seg = bios.sector, bios.nr_sectors, bios.seg_bytes
         time_ns, rwbs, pid, plug = bios.time_ns, bios.rwbs, bios.pid, bios.plug
-        first = bios.meta.get("split_first")
-        if first is not None and len(first) == len(sector):
-            first = np.asarray(first, np.int64)
-            seg = _segments_from_splits(sector, nr, seg, rwbs, first, eng.limits[top])
-            if stack.top.kind in BIO_BASED:
-                cut = _segment_cuts(sector, nr, seg, rwbs, first, eng.limits[top])
-                if len(cut):
-                    sector, nr, seg, rwbs, pid, time_ns, plug = _cut_rows(
-                        cut, first, sector, nr, seg, rwbs, pid, time_ns, plug)
+        evidence = bios.meta.get("split_evidence")
+        if evidence is not None and len(evidence):
+            layouts = layouts_from_evidence(np.asarray(evidence, np.int64), nr, eng.limits)
     if engine not in ("auto", "python", "fast"):
         raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
     if engine != "python":
         from workers.model import fast
 
         big = len(sector) >= FAST_MIN_BIOS or engine == "fast"
-        # units without a task plug run on the Python engine only
-        if big and not bool(np.any(plug < 0)) and \
+        # units without a task plug, and bios with their own memory runs, run on the Python
+        # engine only
+        if big and not bool(np.any(plug < 0)) and not layouts and \
                 fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
             # both engines model tag waits (a thread sleeps, its plug is flushed from schedule)
             if progress is not None:
@@ -912,7 +814,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         for i in th.units[ui][1]:
             eng.now = max(eng.now, time_l[i]) if not th.sync else eng.now
             b = Bio(top, sector_l[i], nr_l[i], ops[i], rwbs_l[i], _flags_of(rwbs_l[i]), unit,
-                    None, 0, seg_l[i], th.pid)
+                    None, 0, seg_l[i], th.pid, layout=layouts.get(i))
             eng.submit_bio(b)
         unit.submitted = True
         if plug_obj is not None:

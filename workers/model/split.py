@@ -17,8 +17,9 @@ The segment model: a bio's memory is a sequence of physically contiguous runs of
 bytes counted from the bio's first byte (``0`` = one contiguous run). A segment never exceeds
 ``max_segment_size`` nor crosses a run; each run, and the remaining bio after a split, starts a
 new segment at its own first byte (``bvec_split_segs``), so a 96K run at max_segment_size 64K
-costs two segments (:func:`segment_reach`). ``virt_boundary_mask`` and ``seg_boundary_mask`` are
-not modelled.
+costs two segments (:func:`segment_reach`). A bio whose trace shows a layout no uniform run
+length explains carries its own runs (:class:`MemoryLayout`, read from the trace's X events by
+:mod:`workers.model.layout`). ``virt_boundary_mask`` and ``seg_boundary_mask`` are not modelled.
 
 :func:`split_bio` is the scalar reference; :func:`split_many` splits many bios at once with numpy
 (one vector step per piece index, so the work is O(bios) array operations per level).
@@ -27,6 +28,7 @@ not modelled.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,9 +114,61 @@ def segment_reach(offset_bytes: int, max_segments: int, max_segment_size: int,
     return first + k * seg_bytes + rest * m
 
 
-def max_sectors_by_segments(offset_bytes: int, lim: QueueLimits, seg_bytes: int) -> int:
+@dataclass(frozen=True)
+class MemoryLayout:
+    """The physically contiguous runs of one bio's memory, as read from a trace.
+
+    ``ends`` are the byte offsets (from the bio's first byte, ascending) where each run ends;
+    bytes past the last end are one contiguous run. ``bio_iov_iter_get_pages`` ->
+    ``bio_add_page`` merges a page into the previous bvec when it is physically adjacent
+    (``bvec_try_merge_page``), so each run is one multi-page bvec, and ``bio_split_rw_at``
+    counts its segments with ``bvec_split_segs``: ceil(run / max_segment_size), the remaining
+    bio after a split starting its first segment at its own first byte. The uniform
+    ``seg_bytes`` model is the special case of equal runs; a trace whose splits no uniform
+    layout explains (255 pages in 254 segments, 256 pages in 4 pieces of 62 segments) gets
+    its own runs (:mod:`workers.model.layout`).
+    """
+
+    ends: tuple[int, ...]
+
+    def reach(self, offset_bytes: int, max_segments: int, max_segment_size: int) -> int:
+        """Bytes from ``offset_bytes`` that ``max_segments`` segments cover (``bvec_split_segs``
+        walking the bvecs until ``nsegs`` reaches ``max_segments``)."""
+        m, segs, pos = max_segment_size, max_segments, offset_bytes
+        i = bisect_right(self.ends, pos)
+        while i < len(self.ends):
+            run = self.ends[i] - pos
+            need = -(-run // m)
+            if segs < need:
+                return pos + segs * m - offset_bytes
+            segs -= need
+            pos = self.ends[i]
+            i += 1
+            if segs == 0:
+                return pos - offset_bytes
+        return pos + segs * m - offset_bytes
+
+    def nsegs(self, offset_bytes: int, nbytes: int, max_segment_size: int) -> int:
+        """Segments of the ``nbytes`` from ``offset_bytes`` (``bio_split_rw_at``'s count, which
+        ``blk_mq_submit_bio`` hands to the merge code)."""
+        m, pos, end = max_segment_size, offset_bytes, offset_bytes + nbytes
+        count = 0
+        i = bisect_right(self.ends, pos)
+        while pos < end:
+            stop = min(self.ends[i], end) if i < len(self.ends) else end
+            count += -(-(stop - pos) // m)
+            pos = stop
+            i += 1
+        return max(count, 1)
+
+
+def max_sectors_by_segments(offset_bytes: int, lim: QueueLimits, seg_bytes: int,
+                            layout: MemoryLayout | None = None) -> int:
     """Sectors from byte ``offset_bytes`` of the bio that fit in ``max_segments`` segments."""
-    reach = segment_reach(offset_bytes, lim.max_segments, lim.max_segment_size, seg_bytes)
+    if layout is not None:
+        reach = layout.reach(offset_bytes, lim.max_segments, lim.max_segment_size)
+    else:
+        reach = segment_reach(offset_bytes, lim.max_segments, lim.max_segment_size, seg_bytes)
     sectors = reach >> 9
     lbs = lim.lbs_sectors
     return sectors - sectors % lbs
@@ -136,7 +190,8 @@ def discard_front_len(sector: int, nr_sectors: int, lim: QueueLimits) -> int:
 
 
 def front_len(sector: int, nr_sectors: int, lim: QueueLimits, op: int = OP_READ,
-              offset_bytes: int = 0, seg_bytes: int = 0) -> int:
+              offset_bytes: int = 0, seg_bytes: int = 0,
+              layout: MemoryLayout | None = None) -> int:
     """Sectors of the front piece ``bio_split_to_limits`` cuts (``nr_sectors`` = no split).
 
     Args:
@@ -147,6 +202,7 @@ def front_len(sector: int, nr_sectors: int, lim: QueueLimits, op: int = OP_READ,
         offset_bytes: where the remaining bio starts within the original bio's memory (for the
             segment model; 0 for a fresh bio).
         seg_bytes: contiguous-run length of the bio's memory (0 = contiguous).
+        layout: the bio's own runs (replaces ``seg_bytes`` when given).
     """
     if nr_sectors <= 0:
         return nr_sectors
@@ -159,7 +215,7 @@ def front_len(sector: int, nr_sectors: int, lim: QueueLimits, op: int = OP_READ,
             return nr_sectors
         return min(nr_sectors, get_max_io_size(sector, lim, op))
     by_size = get_max_io_size(sector, lim, op)
-    by_segs = max_sectors_by_segments(offset_bytes, lim, seg_bytes)
+    by_segs = max_sectors_by_segments(offset_bytes, lim, seg_bytes, layout)
     n = min(by_size, by_segs)
     if n <= 0:  # a single segment larger than the limits: take what the size limit allows
         n = max(by_size, lim.lbs_sectors)
@@ -184,7 +240,7 @@ class SplitResult:
 
 
 def split_bio(sector: int, nr_sectors: int, lim: QueueLimits, *, op: int = OP_READ,
-              seg_bytes: int = 0) -> SplitResult:
+              seg_bytes: int = 0, layout: MemoryLayout | None = None) -> SplitResult:
     """Split one bio completely (the remainder is split again on resubmission).
 
     >>> split_bio(0, 2056, QueueLimits(max_sectors=1024)).pieces
@@ -194,7 +250,7 @@ def split_bio(sector: int, nr_sectors: int, lim: QueueLimits, *, op: int = OP_RE
     splits: list[tuple[int, int]] = []
     s, n, off = int(sector), int(nr_sectors), 0
     while n > 0:
-        f = front_len(s, n, lim, op, off, seg_bytes)
+        f = front_len(s, n, lim, op, off, seg_bytes, layout)
         pieces.append((s, f))
         if f < n:
             splits.append((s, s + f))

@@ -440,7 +440,7 @@ class Engine:
     # --- splitting -------------------------------------------------------------------------------
     def _split_to_limits(self, bio: Bio, lim: QueueLimits) -> Bio:
         """``bio_split_to_limits`` + ``bio_submit_split``: returns the front to go on with."""
-        f = front_len(bio.sector, bio.nr, lim, bio.op, bio.off, bio.seg)
+        f = front_len(bio.sector, bio.nr, lim, bio.op, bio.off, bio.seg, bio.layout)
         if f >= bio.nr:
             return bio
         # blk_add_trace_split records the split (front) bio: its sector and size, and where
@@ -472,7 +472,7 @@ class Engine:
         """Clone ``bio``'s range to a member (A event) and submit it (Q)."""
         child = Bio(member.dev, msec, nr, bio.op, bio.rwbs if rwbs is None else rwbs,
                     bio.flags if flags is None else flags, bio.unit, piece, bio.off + off,
-                    bio.seg, bio.pid, fresh=True)
+                    bio.seg, bio.pid, fresh=True, layout=bio.layout)
         self._count(child)
         self.ev(member.dev, bio.pid, ACT_REMAP, child.rwbs, msec, nr,
                 aux=bio.sector + (off >> 9), aux2=node.dev)
@@ -900,6 +900,8 @@ class Engine:
     def nsegs(self, bio: Bio, lim: QueueLimits) -> int:
         if is_discard_op(bio.op):
             return 1
+        if bio.layout is not None:
+            return bio.layout.nsegs(bio.off, bio.nr << 9, lim.max_segment_size)
         u = segment_unit(lim, bio.seg)
         return max(-(-(bio.off + (bio.nr << 9)) // u) - bio.off // u, 1)
 
