@@ -134,7 +134,7 @@ def layouts_from_evidence(evidence: npt.NDArray[np.int64], nr_sectors: npt.NDArr
     """The runs of every top bio the trace shows cut by ``max_segments`` (index -> layout).
 
     A cut is a segment cut when its front is shorter than ``get_max_io_size`` allows at that
-    device (and no longer than ``max_segments`` segments of ``max_segment_size`` can hold);
+    device and holds between ``max_segments`` pages and ``max_segments`` full segments;
     reads and writes only (``bio_split_discard`` does not count segments). Bios with no such cut
     keep the uniform model (none is returned for them).
     """
@@ -146,7 +146,11 @@ def layouts_from_evidence(evidence: npt.NDArray[np.int64], nr_sectors: npt.NDArr
         op = op_from_rwbs(rw)
         if op not in (OP_READ, OP_WRITE) or f >= get_max_io_size(s, lim, op):
             continue
-        if (f << 9) > lim.max_segments * lim.max_segment_size:
+        # max_segments segments hold at least a page each (the buffer is page-aligned, each
+        # bvec at least one page unless max_segment_size is smaller) and at most
+        # max_segment_size: a cut outside that is no segment cut
+        if not lim.max_segments * min(PAGE_BYTES, lim.max_segment_size) <= (f << 9) <= \
+                lim.max_segments * lim.max_segment_size:
             continue
         pieces.setdefault(q, []).append((off, off + (f << 9), lim.max_segments))
     out: dict[int, MemoryLayout] = {}

@@ -1,4 +1,4 @@
-"""Regression subset of the lab's fidelity matrix (tests/data/fidelity, a copy of fourteen cells of
+"""Regression subset of the lab's fidelity matrix (tests/data/fidelity, a copy of some cells of
 the lab's matrix directory with its index.json): each capture must keep at least the score the
 model reached on it. Calibration cells (used to find mechanisms) and evaluation cells (only
 reported) are checked apart, as ``python -m workers fidelity`` reports them.
@@ -36,12 +36,17 @@ CALIBRATION = {
     # loop with direct I/O: direct writes at the file's extents (loop_map), then ext4's jbd2
     # commit and sync's metadata writes as the trace shows them (was 0.480 as one disk)
     "7.3.4+deb13-amd64/loop_dio_ddw512k": 1.000,
+    # the dd buffer's memory runs read from the disk's max_segments splits (X: 992 = 124
+    # pages in 62 segments; was 0.000)
+    "6.12.117+deb13-amd64/seg62_disk_dd512k": 1.000,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
     "7.2.13+deb14-amd64/part_start63s_dd1M": 1.000,
     # loop reads of the fallocated file's unwritten extents: no disk I/O (was 0.715)
     "7.3.4+deb13-amd64/loop_dio_dd1M": 1.000,
+    # 1 MiB reads cut after 62, 118 and 62 + 14 pages' segments (was 0.200)
+    "6.12.117+deb13-amd64/seg62_disk_dd1M": 1.000,
 }
 TOL = 0.0005  # the table's rounding (0.1 %) / 2
 
