@@ -731,7 +731,12 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         time_ns, rwbs, pid, plug = bios.time_ns, bios.rwbs, bios.pid, bios.plug
         evidence = bios.meta.get("split_evidence")
         if evidence is not None and len(evidence):
-            layouts = layouts_from_evidence(np.asarray(evidence, np.int64), nr, eng.limits)
+            # the trace's top device is the stack's top even where their numbers differ (a
+            # stack from a spec rather than the capture's manifest)
+            lims = dict(eng.limits)
+            if bios.top_dev is not None:
+                lims[bios.top_dev] = eng.limits[top]
+            layouts = layouts_from_evidence(np.asarray(evidence, np.int64), nr, lims)
     if engine not in ("auto", "python", "fast"):
         raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
     if engine != "python":

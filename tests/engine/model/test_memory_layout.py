@@ -142,3 +142,15 @@ def test_the_layout_not_the_cut_carries_to_another_kernel():
     assert list(zip(new.sector[q].tolist(), new.nr_sectors[q].tolist())) == \
         [(i * 256, 256) for i in range(16)]
     assert not bool(np.any(on_member & (new.action == ACT_SPLIT)))
+
+
+def test_a_trace_top_with_another_device_number_is_the_stacks_top():
+    """A trace of 254,0 replayed on a spec'd disk (8,0): its X still tells the layout."""
+    stack = stack_from_spec("disk:max_segments=62,max_sectors_kb=1280")
+    dev = make_dev(254, 0)
+    t = _table([(ACT_QUEUE, dev, 0, 2048, 0, 0), (ACT_SPLIT, dev, 0, 512, 512, 0),
+                (ACT_SPLIT, dev, 512, 496, 1008, 0), (ACT_SPLIT, dev, 1008, 496, 1504, 0),
+                (ACT_SPLIT, dev, 1504, 496, 2000, 0)])
+    got = _issued(replay(bios_from_table(t, dev), stack, preset_for_kernel("6.12")),
+                  stack.top.dev)
+    assert got == [(0, 512), (512, 496), (1008, 496), (1504, 496), (2000, 48)]
