@@ -87,6 +87,10 @@ FAST_MIN_BIOS = 5000
 #: Time a synchronous thread needs between one I/O's completion and the next submission.
 THINK_NS = 2_000
 
+#: Plug ids below ``-_NO_PLUG`` (in the replay driver) mark units submitted with no plug at
+#: all (``meta["no_plug"]`` of a trace's bio stream; see :func:`_mark_unplugged`).
+_NO_PLUG = 1 << 40
+
 
 @dataclass(frozen=True)
 class BioStream:
@@ -189,9 +193,10 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     has_gd = bool(np.any(table.action == ACT_GETRQ)) and bool(np.any(table.action == ACT_ISSUE))
     n = len(rows)
     plug = np.arange(n, dtype=np.int64)
+    no_plug = np.zeros(n, dtype=np.bool_)
     if has_gd:
         plug = _plugs_from_issue_state(table, rows)
-        plug = _mark_unplugged(table, rows, plug)
+        plug = _mark_unplugged(table, rows, plug, no_plug)
     elif workload:
         plug = _plugs_from_workload(workload, table.nr_sectors[rows].astype(np.int64),
                                     table.pid[rows].astype(np.int64))
@@ -204,6 +209,8 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     meta: dict[str, Any] = {}
     if evidence is not None and len(evidence):
         meta["split_evidence"] = evidence
+    if bool(np.any(no_plug)):
+        meta["no_plug"] = no_plug
     mirror = _mirror_read_choices(table, top_dev)
     if len(mirror[0]):
         meta["mirror_reads"] = mirror
@@ -380,7 +387,8 @@ _PLUG_RECORDING_FORMATS = frozenset({"blktrace", "blkparse"})
 
 
 def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
-                    plug: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+                    plug: npt.NDArray[np.int64],
+                    no_plug: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int64]:
     """Give the units submitted without a plug negative plug ids.
 
     A task plug records P (``trace_block_plug``, from ``blk_add_rq_to_plug`` when the first
@@ -395,6 +403,12 @@ def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
     requests of the devices below a stacked top only (a disk's own writeback shows a P per
     request for other reasons). Applied only where
     the trace records P at all (blktrace, blkparse, or any P present).
+
+    ``no_plug`` (optional, one flag per Q row) is set for the rows of units with requests (G)
+    and no P at all: no plug of any kind, not even ``__submit_bio``'s (which 6.12-6.18 show
+    around each bio and 7.3 does not), so ``blk_mq_submit_bio`` inserts a request bound for an
+    I/O scheduler and leaves the dispatch to kblockd
+    (:meth:`workers.model.submit.Engine.insert_async`).
     """
     act = table.action
     is_p = act == ACT_PLUG
@@ -452,6 +466,8 @@ def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
         alone = (n_p == 0) | ((n_g > 1) & (n_p >= n_g))
         for k in np.flatnonzero(alone):
             out[mine[starts[k]:ends[k]]] = -1 - int(ids[starts[k]])
+            if no_plug is not None and n_p[k] == 0 and n_g[k] > 0:
+                no_plug[mine[starts[k]:ends[k]]] = True
     return out
 
 
@@ -729,6 +745,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     else:
         sector, nr, seg = bios.sector, bios.nr_sectors, bios.seg_bytes
         time_ns, rwbs, pid, plug = bios.time_ns, bios.rwbs, bios.pid, bios.plug
+        no_plug = bios.meta.get("no_plug")
+        if no_plug is not None and len(no_plug) == len(plug):
+            # units with no plug at all keep their own negative ids, below -_NO_PLUG
+            plug = np.where(np.asarray(no_plug, np.bool_) & (plug < 0), plug - _NO_PLUG, plug)
         evidence = bios.meta.get("split_evidence")
         if evidence is not None and len(evidence):
             # the trace's top device is the stack's top even where their numbers differ (a
@@ -813,9 +833,12 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         th, ui = payload
         unit = Unit(th, ui)
         eng.now = max(eng.now, t)
-        # a negative plug id: submitted without a task plug (see _mark_unplugged)
-        plug_obj = eng.make_plug() if plug_l[th.units[ui][1][0]] >= 0 else None
+        # a negative plug id: submitted without a task plug (see _mark_unplugged); below
+        # -_NO_PLUG without __submit_bio's per-bio plug either
+        pid0 = plug_l[th.units[ui][1][0]]
+        plug_obj = eng.make_plug() if pid0 >= 0 else None
         eng.plug = plug_obj
+        eng.no_plug = pid0 < -_NO_PLUG
         for i in th.units[ui][1]:
             eng.now = max(eng.now, time_l[i]) if not th.sync else eng.now
             b = Bio(top, sector_l[i], nr_l[i], ops[i], rwbs_l[i], _flags_of(rwbs_l[i]), unit,
@@ -825,6 +848,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         if plug_obj is not None:
             plug_obj.flush(False)
         eng.plug = None
+        eng.no_plug = False
+        # the thread is done submitting (it waits for its I/O, or its next unit is due
+        # later): kblockd runs the hardware queues it was asked to (Engine.run_deferred)
+        eng.run_deferred()
         eng.raid5_unplug()
         if unit.outstanding == 0:
             unit_done(unit, eng.now)
