@@ -946,8 +946,8 @@ def _truthy_cache(v: Any) -> bool:
 
 
 def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
-                     cols: npt.NDArray[np.int64], sched_wakeup: str = "cfs"
-                     ) -> npt.NDArray[np.int64]:
+                     cols: npt.NDArray[np.int64], sched_wakeup: str = "cfs",
+                     top_q: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.int64]:
     """Predicted events of md's own superblock/bitmap writes the trace shows on the members
     (and of a file system's own writes under a loop device: see the end).
 
@@ -976,7 +976,9 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     extent changes; ``sync`` writing the inode table back): no loop write waits for them as an
     md write waits in ``md_write_start``, so each group goes after the predicted events of the
     bios submitted before it, each write's sequence whole before the next (one submitter,
-    jbd2 or the syncing task, waits for each in turn).
+    jbd2 or the syncing task, waits for each in turn). "Before the next bio" is then read on
+    the prediction's own clock when ``top_q`` (the predicted Q times of the top device, in
+    order) is given: a synchronous replay (dd) runs on the model's clock, not the trace's.
     """
     members = {n.dev: n for n in stack.nodes() if n.dev != stack.top.dev}
     md = stack.top.kind != "loop"
@@ -1006,6 +1008,8 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
         else:
             nb = int(nxt[a])
             limit = int(bt[nb]) if nb < len(bt) else None
+            if not md and top_q is not None and limit is not None:
+                limit = int(top_q[nb]) if nb < len(top_q) else None
             before = ev_t if limit is None else ev_t[ev_t < limit]
             at = (int(before.max()) + 1) if len(before) else tm
             clean = True
@@ -1050,8 +1054,10 @@ def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int
     extra = bios.meta.get("md_meta")
     if extra is not None and len(bios) and not bios.app_io:
         one = one_chunk(chunks)
+        top_q = np.sort(one[EV_TIME][(one[EV_ACT] == ACT_QUEUE)
+                                     & (one[EV_DEV] == stack.top.dev)])
         add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack,
-                               one[EV_TIME][np.newaxis, :], policy.sched_wakeup)
+                               one[EV_TIME][np.newaxis, :], policy.sched_wakeup, top_q)
         if add.shape[1]:
             # the metadata rows go before the engine's rows of the same time
             t = np.concatenate([add[EV_TIME], one[EV_TIME]])

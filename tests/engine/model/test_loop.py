@@ -186,3 +186,28 @@ def test_the_file_systems_own_io_on_the_disk_below_is_replayed_from_the_trace() 
     # from the loop device's: only the journal and sync writes are replayed
     plain = bios_from_table(table, LOOP)
     assert len(plain.meta["md_meta"][0]) == 3
+
+
+def test_a_journal_write_between_two_loop_writes_stays_between_them_on_the_models_clock() -> None:
+    """dd writes one bio at a time: the replay runs it on the model's clock (each bio when the
+    model completes the one before), which is not the trace's. A journal commit the trace
+    shows between the two writes goes after the first write's predicted I/O and before the
+    second's, however far the two clocks drift apart."""
+    Q, G, D, C = ACT_QUEUE, ACT_GETRQ, ACT_ISSUE, ACT_COMPLETE
+    rows: list[tuple[int, int, int, str, int, int]] = []
+    for k, t in enumerate((1000, 1100)):  # 100 ns apart in the trace, each completed first
+        rows += [(t, LOOP, Q, "WS", k * 1024, 1024), (t + 1, LOOP, G, "WS", k * 1024, 1024),
+                 (t + 2, LOOP, D, "WS", k * 1024, 1024),
+                 (t + 3, VDA, Q, "WS", 100000 + k * 1024, 1024),
+                 (t + 4, VDA, D, "WS", 100000 + k * 1024, 1024),
+                 (t + 20, VDA, C, "WS", 100000 + k * 1024, 1024),
+                 (t + 21, LOOP, C, "WS", k * 1024, 1024)]
+    rows += [(1050, VDA, Q, "WSM", 1048688, 8), (1051, VDA, D, "WSM", 1048688, 8),
+             (1060, VDA, C, "WSM", 1048688, 8)]
+    table = _trace(sorted(rows))
+    st = stack_from_manifest(_manifest())
+    bios = bios_from_table(table, LOOP, stack=st)
+    assert bios.depth == 1
+    pred = replay(bios, st, preset_for_kernel("6.12.117"), engine="python")
+    assert _issued(pred, VDA) == [(100000, 1024, True), (1048688, 8, True),
+                                  (101024, 1024, True)]
