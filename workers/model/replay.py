@@ -214,8 +214,10 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     mirror = _mirror_read_choices(table, top_dev)
     if len(mirror[0]):
         meta["mirror_reads"] = mirror
-    mrows = _metadata_write_rows(table, top_dev)
-    if stack is not None and stack.top.kind == "loop" and stack.top.file_extents:
+    loop = stack is not None and stack.top.kind == "loop" and bool(stack.top.file_extents)
+    mrows = _metadata_write_rows(table, top_dev, per_request=loop)
+    if loop:
+        assert stack is not None
         mrows = np.union1d(mrows, _fs_own_rows(table, stack.top.members[0].dev,
                                                stack.top.file_extents))
     if len(mrows) and n:
@@ -228,7 +230,7 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
                        table.dev[mrows].astype(np.int64),
                        table.sector[mrows].astype(np.int64),
                        table.nr_sectors[mrows].astype(np.int64), rw])
-        meta["md_meta"] = _fold_merged(mm, _merged_rows(table, mrows))
+        meta["md_meta"] = _fold_merged(mm, _merged_rows(table, mrows)) if loop else mm
     return BioStream(time_ns=t - (t.min() if n else 0), sector=table.sector[rows].astype(np.int64),
                      nr_sectors=table.nr_sectors[rows].astype(np.int64),
                      rwbs=table.rwbs[rows].astype(np.int64), pid=table.pid[rows].astype(np.int64),
@@ -285,19 +287,25 @@ def _waits_for_completion(table: EventTable, rows: npt.NDArray[np.intp],
     return bool(np.all(completed >= queued[starts - 1]))
 
 
-def _metadata_write_rows(table: EventTable, top_dev: int) -> npt.NDArray[np.intp]:
-    """Rows of metadata writes (REQ_META) queued on devices below ``top_dev``: their Q, or for
-    a request whose trace shows no Q (7.x traces a flush-sequenced write, md's superblock or
-    jbd2's commit block, from its insertion on), its I."""
+def _metadata_write_rows(table: EventTable, top_dev: int, *, per_request: bool = False
+                         ) -> npt.NDArray[np.intp]:
+    """Rows of metadata writes (REQ_META) queued on devices below ``top_dev``: their Q, or on
+    a device whose trace shows no such Q (7.x traces md's flush-sequenced superblock write
+    from its insertion on), their I. ``per_request``: the I of every request whose trace
+    shows no Q of its own (under a loop device: jbd2's flush-sequenced commit block among its
+    traced log-block writes)."""
     act = table.action
     base = (table.dev != top_dev) & ((table.rwbs & RWBS_META) != 0) & \
         ((table.rwbs & RWBS_WRITE) != 0) & (table.nr_sectors > 0)
     q = np.flatnonzero(base & (act == ACT_QUEUE))
-    i = np.flatnonzero(base & (act == ACT_INSERT))
-    if len(i):
+    if per_request:
+        i = np.flatnonzero(base & (act == ACT_INSERT))
         key = (table.dev.astype(np.int64) << 40) + table.sector.astype(np.int64)
-        i = i[~np.isin(key[i], key[q])]
-    return np.sort(np.r_[q, i])
+        return np.sort(np.r_[q, i[~np.isin(key[i], key[q])]])
+    im = base & (act == ACT_INSERT)
+    if bool(np.any(im)):
+        im &= ~np.isin(table.dev, np.unique(table.dev[q]))
+    return np.sort(np.r_[q, np.flatnonzero(im)])
 
 
 def _fs_own_rows(table: EventTable, dev: int, extents: Sequence[FileExtent]
