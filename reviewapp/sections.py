@@ -744,6 +744,10 @@ def model_notes(model: Mapping[str, Any]) -> list[str]:
     if model.get("stack"):
         note = f" ({model['stack_note']})" if model.get("stack_note") else ""
         notes.append(f"stack: {model['stack']}{note}")
+    for key in ("window", "patched_window"):  # a huge run: the model replayed its first rows
+        w = model.get(key)
+        if isinstance(w, Mapping) and w.get("note"):
+            notes.append(str(w["note"])[:1].upper() + str(w["note"])[1:] + ".")
     return notes
 
 

@@ -252,6 +252,12 @@ BLKREVIEW_NOTIFY_QUEUE = os.environ.get("BLKREVIEW_NOTIFY_QUEUE", "notify")
 BLKREVIEW_PARALLEL_INGEST_MB = float(os.environ.get("BLKREVIEW_PARALLEL_INGEST_MB", "512"))
 #: how long a worker's claim on one shard lasts before another may take it over (seconds)
 BLKREVIEW_SHARD_LEASE_SECONDS = int(os.environ.get("BLKREVIEW_SHARD_LEASE_SECONDS", "600"))
+#: the model panel replays a run over this many events, or over BLKREVIEW_MODEL_MAX_BIOS bios
+#: (Q events with data, any device), on its first rows only and says so
+#: (workers.whatif.ModelWindow): the replay holds the bios and both predictions in memory
+#: (docs/deploy.md, "Huge traces")
+BLKREVIEW_MODEL_MAX_EVENTS = int(os.environ.get("BLKREVIEW_MODEL_MAX_EVENTS", "2000000"))
+BLKREVIEW_MODEL_MAX_BIOS = int(os.environ.get("BLKREVIEW_MODEL_MAX_BIOS", "250000"))
 #: every queue a worker that does everything consumes (``manage.py serve``, the tests' worker)
 BLKREVIEW_QUEUES = list(dict.fromkeys([BLKREVIEW_ANALYSIS_QUEUE, BLKREVIEW_REPLAY_QUEUE,
                                        BLKREVIEW_NOTIFY_QUEUE, "celery"]))

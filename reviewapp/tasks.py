@@ -375,12 +375,50 @@ class MergeTask(AnalysisTask):
 
 # --- the comparison step ---------------------------------------------------------------------
 
-def _load_table(events_name: str) -> Any:
-    from reviewapp import storage
-    from workers.events import EventTable
+class _ModelInput:
+    """One run as the model panel reads it: its table (whole, or the first rows of a run over
+    the bounds, :class:`workers.whatif.ModelWindow`), the observed results of those rows and
+    the window (None: the whole run, with its stored results)."""
 
+    def __init__(self, table: Any, observed: dict[str, Any], window: Any) -> None:
+        self.table, self.observed, self.window = table, observed, window
+
+
+def _scan_stored(events_name: str, results: dict[str, Any], *, model: bool
+                 ) -> tuple[Any, _ModelInput | None]:
+    """One run's stored table read in chunks: the seek of every stage (``RunScan``) and, when
+    ``model``, the run as the model panel reads it.
+
+    The .npz is read a chunk of the needed columns at a time (``StoredTable``), never whole:
+    the comparison of two 100M-event runs held 6553 MB when both tables were loaded
+    (docs/deploy.md, "Huge traces"). A run within ``BLKREVIEW_MODEL_MAX_EVENTS`` and
+    ``BLKREVIEW_MODEL_MAX_BIOS`` is handed to the model whole with its stored results, exactly
+    as before; a bigger one as its first rows, analyzed here.
+    """
+    from reviewapp import storage
+    from workers.analyzers import analyze
+    from workers.traces.columnstore import StoredTable
+
+    max_events = int(settings.BLKREVIEW_MODEL_MAX_EVENTS)
+    max_bios = int(settings.BLKREVIEW_MODEL_MAX_BIOS)
     with storage.local_copy(events_name, suffix=".npz") as path:
-        return EventTable.load(path)
+        stored = StoredTable(path)
+        try:
+            scan = whatif.scan_run(stored.chunks(columns=whatif.SCAN_COLUMNS), results,
+                                   bio_limit=max_bios)
+        except whatif.OutOfTimeOrder:
+            # no parser stores such a table (they sort by time); the whole-table analyzers
+            # sort each stage's rows, which needs the whole table
+            log.warning("%s is not in time order: seek of every stage from the whole table",
+                        events_name)
+            scan = whatif.scan_table(stored.to_table(), results, bio_limit=max_bios)
+        if not model:
+            return scan, None
+        window = whatif.ModelWindow.of(scan, max_events=max_events, max_bios=max_bios)
+        if window is None:
+            return scan, _ModelInput(stored.to_table(), results, None)
+        table = stored.head(window.events)
+        return scan, _ModelInput(table, whatif.jsonable(analyze(table)), window)
 
 
 def model_panel(**kwargs: Any) -> dict[str, Any] | None:
@@ -395,29 +433,23 @@ def model_panel(**kwargs: Any) -> dict[str, Any] | None:
         return {"state": "error", "error": f"{type(exc).__name__}: {exc}"}
 
 
-def _replay_other_runs(model: dict[str, Any], comparison: Any, kernels: dict[str, str],
-                       table_rows: dict[str, list[Any]],
-                       tables: dict[str, list[tuple[Any, dict[str, Any]]]]
-                       ) -> list[dict[str, Any]]:
+def _replay_other_run(i: int, r: Any, run: _ModelInput, comparison: Any,
+                      kernels: dict[str, str]) -> dict[str, Any]:
     """The model panel replays every baseline run, not only the first: per run, the old and
     the new policy's key predictions and the fidelity of the old one against that run (the
-    charts stay those of run 1)."""
-    out: list[dict[str, Any]] = [{"run": 0, "fidelity": model.get("fidelity"),
-                                  "predicted": _predicted_numbers(model)}]
-    for i, (table, observed) in enumerate(tables["baseline"][1:], start=1):
-        r = table_rows["baseline"][i]
-        manifest = (r.ingest or {}).get("manifest")
-        other = model_panel(
-            policy=comparison.policy, baseline_kernel=kernels.get("baseline", ""),
-            patched_kernel=kernels.get("patched", ""),
-            manifest=manifest if isinstance(manifest, dict) else None,
-            stack_text=r.bundle.stack, workload=r.bundle.workload, table=table,
-            observed=observed)
-        if not other or other.get("state") != "ok":
-            out.append({"run": i, "error": (other or {}).get("error") or "no model"})
-            continue
-        out.append({"run": i, "fidelity": other.get("fidelity"),
-                    "predicted": _predicted_numbers(other)})
+    charts stay those of run 1). One run at a time: its table is dropped after."""
+    manifest = (r.ingest or {}).get("manifest")
+    other = model_panel(
+        policy=comparison.policy, baseline_kernel=kernels.get("baseline", ""),
+        patched_kernel=kernels.get("patched", ""),
+        manifest=manifest if isinstance(manifest, dict) else None,
+        stack_text=r.bundle.stack, workload=r.bundle.workload, table=run.table,
+        observed=run.observed, window=run.window)
+    if not other or other.get("state") != "ok":
+        return {"run": i, "error": (other or {}).get("error") or "no model"}
+    out = {"run": i, "fidelity": other.get("fidelity"), "predicted": _predicted_numbers(other)}
+    if other.get("window"):
+        out["window"] = other["window"]
     return out
 
 
@@ -536,45 +568,74 @@ def _compare_step(result: Any, attempt: int) -> str:
             thresholds["warn_on_regression"] = bool(thresholds["warn_on_regression"])
         svc.result_progress(result_id=result_id, progress=15, message="seek at every stage",
                             attempt=attempt)
-        tables: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
-        table_rows: dict[str, list[BundleResult]] = {}
+        # One run's table at a time, read in chunks (_scan_stored): the seek of every stage of
+        # every run, and the model's input of the runs it replays: the first baseline run and
+        # the first patched run (held for the panel), then each other baseline run (replayed
+        # and dropped at once).
+        by_stage: dict[str, Any] = {}
+        kept: dict[str, tuple[Any, _ModelInput]] = {}  # side -> (row, model input) of run 1
+        others: list[tuple[Any, dict[str, Any]]] = []  # later baseline runs: (row, results)
         missing: list[str] = []
+
+        def scan(side: str, r: Any, *, model: bool) -> _ModelInput | None:
+            try:
+                if not r.events_name:
+                    raise ValueError("no EventTable stored")
+                run_scan, run = _scan_stored(r.events_name, r.data, model=model)
+            except (OSError, ValueError, KeyError) as exc:
+                # results without their table still compare; only the extra seek
+                # stages and the model panel need the events
+                log.warning("bundle %s: cannot load %r: %s", r.bundle_id, r.events_name, exc)
+                missing.append(f"bundle {r.bundle_id}")
+                return None
+            whatif.add_run_seek(by_stage.setdefault(side, {}), side, run_scan.seek)
+            return run
+
         for side, rs in rows.items():
-            tables[side], table_rows[side] = [], []
             for r in rs:
-                try:
-                    if not r.events_name:
-                        raise ValueError("no EventTable stored")
-                    tables[side].append((_load_table(r.events_name), r.data))
-                    table_rows[side].append(r)
-                except (OSError, ValueError, KeyError) as exc:
-                    # results without their table still compare; only the extra seek
-                    # stages and the model panel need the events
-                    log.warning("bundle %s: cannot load %r: %s", r.bundle_id, r.events_name, exc)
-                    missing.append(f"bundle {r.bundle_id}")
-        by_stage = whatif.seek_by_stage(tables)
+                if side in kept:
+                    if side == "baseline":
+                        others.append((r, {}))
+                        continue
+                    scan(side, r, model=False)
+                    continue
+                run = scan(side, r, model=side in ("baseline", "patched"))
+                if run is not None:
+                    kept[side] = (r, run)
         svc.result_progress(result_id=result_id, progress=35, message="model", attempt=attempt)
         model: dict[str, Any] | None = None
-        if rows.get("baseline") and not tables.get("baseline"):
+        kernels = {side: next((r.bundle.kernel for r in rs if r.bundle.kernel), "")
+                   for side, rs in rows.items()}
+        if rows.get("baseline") and "baseline" not in kept:
             model = {"state": "error", "error": "the baseline run's parsed events are missing "
                      f"from storage ({', '.join(missing)}); rerun its analysis"}
-        elif tables.get("baseline"):
-            base = table_rows["baseline"][0]
+        elif "baseline" in kept:
+            base, run = kept["baseline"]
             manifest = (base.ingest or {}).get("manifest")
-            kernels = {side: next((r.bundle.kernel for r in rs if r.bundle.kernel), "")
-                       for side, rs in rows.items()}
+            pat = kept.get("patched")
             model = model_panel(
                 policy=comparison.policy, baseline_kernel=kernels.get("baseline", ""),
                 patched_kernel=kernels.get("patched", ""),
                 manifest=manifest if isinstance(manifest, dict) else None,
                 stack_text=base.bundle.stack, workload=base.bundle.workload,
-                table=tables["baseline"][0][0], observed=base.data,
-                patched_table=tables["patched"][0][0] if tables.get("patched") else None,
-                patched_observed=tables["patched"][0][1] if tables.get("patched") else None)
-            if model and model.get("state") == "ok" and len(tables["baseline"]) > 1:
-                model["runs"] = _replay_other_runs(model, comparison, kernels, table_rows,
-                                                   tables)
-        del tables
+                table=run.table, observed=run.observed, window=run.window,
+                patched_table=pat[1].table if pat else None,
+                patched_observed=pat[1].observed if pat else None,
+                patched_window=pat[1].window if pat else None)
+        replay_others = bool(model and model.get("state") == "ok")
+        runs: list[dict[str, Any]] = []
+        if replay_others and model is not None:
+            runs.append({"run": 0, "fidelity": model.get("fidelity"),
+                         "predicted": _predicted_numbers(model)})
+        kept.clear()  # the first runs' tables go before the other runs are read
+        for r, _ in others:
+            run = scan("baseline", r, model=replay_others)
+            if run is not None and replay_others:
+                runs.append(_replay_other_run(len(runs), r, run, comparison, kernels))
+            del run
+        if len(runs) > 1 and model is not None:
+            model["runs"] = runs
+        by_stage = _merge_sides(by_stage)
         svc.result_progress(result_id=result_id, progress=70, message="comparing runs",
                             attempt=attempt)
         fid = model.get("fidelity") if model and model.get("state") == "ok" else None
@@ -610,6 +671,17 @@ def _compare_step(result: Any, attempt: int) -> str:
         log.exception("comparison result %s (attempt %s): internal error", result_id, attempt)
         svc.result_mark_failed(result_id=result_id, error=INTERNAL_ERROR, attempt=attempt)
         return "failed"
+
+
+def _merge_sides(by_side: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``{side: {dev: {stage: {side: [...]}}}}`` -> ``{dev: {stage: {side: [...]}}}`` with the
+    sides in the order the runs were read (baseline first, as ``side_bundles`` gives them)."""
+    out: dict[str, Any] = {}
+    for side_map in by_side.values():
+        for dev, stages in side_map.items():
+            for stage, sides in stages.items():
+                out.setdefault(dev, {}).setdefault(stage, {}).update(sides)
+    return out
 
 
 class CompareTask(ReportingTask):

@@ -455,6 +455,9 @@ def _model_lines(comparison: Mapping[str, Any], model: Mapping[str, Any] | None,
         for d in model.get("policy_diff") or []:
             mark = "" if d.get("exercised", True) else " (not exercised by this input)"
             out.append(f"    {d['field']}: {d['old']} -> {d['new']}{mark}")
+        for key in ("window", "patched_window"):  # a huge run: its first rows only
+            if isinstance(model.get(key), Mapping) and model[key].get("note"):
+                out.append(f"  {model[key]['note']}")
     if fid_old:
         out += ["", "Model fidelity, old policy vs observed baseline:"]
         out += fidelity_lines(fid_old, names)

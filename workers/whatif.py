@@ -13,14 +13,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from workers.analyzers import analyze
-from workers.analyzers.seek import seek_histogram
+from workers.analyzers.common import choose_stage, rows_by_device
+from workers.analyzers.seek import SeekAcc, seek_histogram
 from workers.compare import fidelity, matched_in_order
-from workers.events import ACT_ISSUE, ACT_QUEUE, RWBS_DISCARD, EventTable, dev_str, parse_dev
+from workers.events import (
+    ACT_ISSUE,
+    ACT_QUEUE,
+    ACTION_CODES,
+    RWBS_DISCARD,
+    EventTable,
+    dev_str,
+    parse_dev,
+)
 from workers.model import (
     bios_from_table,
     kernel_version_warnings,
@@ -61,6 +73,179 @@ def seek_by_stage(tables: dict[str, list[tuple[EventTable, dict[str, Any]]]]) ->
                     out.setdefault(dev, {}).setdefault(stage, {}).setdefault(side, []).append(
                         jsonable(j))
     return out
+
+
+#: The columns :func:`scan_run` reads (every other column of a stored table stays packed).
+SCAN_COLUMNS: tuple[str, ...] = ("time_ns", "dev", "action", "sector", "nr_sectors")
+
+
+@dataclass(frozen=True)
+class RunScan:
+    """What one pass over a run's table in chunks gives the comparison step.
+
+    Attributes:
+        seek: ``{dev: {stage: seek json}}``, as :func:`seek_by_stage` gives for the run.
+        rows: events in the table.
+        bios: ``{dev: Q events with data}``, the bios :func:`bios_from_table` would replay
+            with that device as the top.
+        bios_total: Q events with data on any device.
+        bio_limit_row: the row of the ``bio_limit``-th Q event with data (any device), None
+            when the table has fewer.
+    """
+
+    seek: dict[str, dict[str, Any]]
+    rows: int
+    bios: dict[str, int]
+    bios_total: int
+    bio_limit_row: int | None
+
+
+class OutOfTimeOrder(ValueError):
+    """A chunked pass met time going back: the whole-table analyzers read every stage in time
+    order (``common.time_order``), which a single pass over unsorted chunks cannot give."""
+
+
+def scan_run(chunks: Iterable[EventTable], results: dict[str, Any], *,
+             bio_limit: int | None = None) -> RunScan:
+    """The seek histogram of every stage the run's results count events of, per device, from
+    consecutive chunks of its table in table order: exactly :func:`seek_by_stage`'s
+    ``seek_histogram(table, dev, stage)`` of the whole table, one chunk in memory at a time.
+
+    Each (device, stage) stream feeds a :class:`SeekAcc` (the class the whole-table function
+    runs once) with the rows of that device and action that carry data, in table order; the
+    stage is chosen by :func:`common.choose_stage` on the counted rows as ``stage_rows`` does.
+    Issue order is time order: with timestamps the chunks must not go back in time (a stored
+    table is sorted: ``EventTable.sorted_by_time``, the merges), else
+    :class:`OutOfTimeOrder` is raised and the caller takes the whole table.
+
+    Also counted: the Q events with data per device (the bios a replay of that top device
+    reads) and where the ``bio_limit``-th of them is (the model panel's window).
+    """
+    wanted: dict[int, tuple[str, list[str]]] = {}
+    for dev, d in (results.get("devices") or {}).items():
+        actions = d.get("actions") or {}
+        stages = [st for st in ("Q", "G", "I", "D", "C") if actions.get(st)]
+        if stages:
+            wanted[parse_dev(dev)] = (dev, stages)
+    accs = {(d, st): SeekAcc() for d, (_, stages) in wanted.items() for st in stages}
+    seen = {key: 0 for key in accs}
+    zero = {key: 0 for key in accs}
+    bios: dict[int, int] = {}
+    rows = bios_total = 0
+    limit_row: int | None = None
+    last_t: int | None = None
+    names: dict[int, str] = {}
+    for chunk in chunks:
+        n = len(chunk)
+        if not n:
+            names = {d: chunk.device_name(d) for d in wanted}
+            continue
+        if chunk.time_known:
+            t = chunk.time_ns
+            if (last_t is not None and int(t[0]) < last_t) or not bool(np.all(t[1:] >= t[:-1])):
+                raise OutOfTimeOrder("the table is not in time order")
+            last_t = int(t[-1])
+        names = {d: chunk.device_name(d) for d in wanted}
+        q = (chunk.action == ACT_QUEUE) & (chunk.nr_sectors > 0)
+        qrows = np.flatnonzero(q)
+        if bio_limit is not None and limit_row is None and bios_total + len(qrows) >= bio_limit:
+            limit_row = rows + int(qrows[bio_limit - bios_total - 1])
+        bios_total += len(qrows)
+        if len(qrows):
+            devs, counts = np.unique(chunk.dev[qrows], return_counts=True)
+            for d, c in zip(devs.tolist(), counts.tolist()):
+                bios[int(d)] = bios.get(int(d), 0) + int(c)
+        del q, qrows
+        for d, by_dev in rows_by_device(chunk, list(wanted)).items():
+            if not len(by_dev):
+                continue
+            act = chunk.action[by_dev]
+            for st in wanted[d][1]:
+                sel = by_dev[act == ACTION_CODES[st]]
+                if not len(sel):
+                    continue
+                seen[(d, st)] += len(sel)
+                nr = chunk.nr_sectors[sel]
+                data = nr > 0
+                zero[(d, st)] += len(sel) - int(np.count_nonzero(data))
+                sel = sel[data]
+                accs[(d, st)].add(chunk.sector[sel], nr[data])
+        rows += n
+    seek: dict[str, dict[str, Any]] = {}
+    for (d, st), acc in accs.items():
+        used, fallback = choose_stage({st: seen[(d, st)]}, st)
+        dev = wanted[d][0]
+        j = acc.result(dev=dev_str(d), name=names.get(d) or dev_str(d), stage=used,
+                       requested_stage=st, fallback=fallback, zero_length=zero[(d, st)])
+        seek.setdefault(dev, {})[st] = jsonable(j.to_json())
+    return RunScan(seek=seek, rows=rows, bios={dev_str(d): c for d, c in sorted(bios.items())},
+                   bios_total=bios_total, bio_limit_row=limit_row)
+
+
+def scan_table(table: EventTable, results: dict[str, Any], *,
+               bio_limit: int | None = None) -> RunScan:
+    """:func:`scan_run` of a table in memory, in any row order: sorted by time first (stable,
+    as :func:`workers.analyzers.analyze` does), which orders every stage's rows as
+    ``common.time_order`` does (``bio_limit_row`` is then a row of the sorted table)."""
+    from workers.analyzers.stream import table_chunks
+
+    t = table.time_ns
+    if table.time_known and len(t) > 1 and not bool(np.all(t[1:] >= t[:-1])):
+        table = table.take(np.argsort(t, kind="stable"))
+    return scan_run(table_chunks(table), results, bio_limit=bio_limit)
+
+
+def add_run_seek(out: dict[str, Any], side: str, seek: dict[str, dict[str, Any]]) -> None:
+    """Put one run's ``{dev: {stage: json}}`` into :func:`seek_by_stage`'s
+    ``{dev: {stage: {side: [json per run]}}}``."""
+    for dev, stages in seek.items():
+        for stage, j in stages.items():
+            out.setdefault(dev, {}).setdefault(stage, {}).setdefault(side, []).append(j)
+
+
+@dataclass(frozen=True)
+class ModelWindow:
+    """The leading rows of a run the model panel replays when the whole run is over a bound.
+
+    Why: the replay holds the bios, both policies' predicted tables and their analyses in
+    memory, about 1 KB per bio on a single disk and 4 KB on an 8-disk raid5 (measured:
+    docs/deploy.md "Huge traces"), and the fidelity's in-order match holds both D streams; a
+    100M-event trace has millions of bios. So a run over ``max_events`` events or
+    ``max_bios`` bios (Q events with data) is replayed on its first rows only: up to
+    ``max_events`` rows, cut after the ``max_bios``-th bio; the observed results the
+    prediction is scored against are those of the same rows (``analyze`` of the window), not
+    the whole run's. The predicted events of a bio are about the trace's own events of it (the
+    model emits what the kernel traced), so the rows bound the predicted tables too.
+
+    Attributes:
+        events: rows replayed (the first ``events`` rows of the table).
+        total_events: rows of the whole table.
+        total_bios: ``{dev: bios of the whole table}`` (:attr:`RunScan.bios`).
+    """
+
+    events: int
+    total_events: int
+    total_bios: dict[str, int]
+
+    @classmethod
+    def of(cls, scan: RunScan, *, max_events: int, max_bios: int) -> ModelWindow | None:
+        """The window of a scanned run (:func:`scan_run` with ``bio_limit=max_bios``), None
+        when the whole run is within both bounds (the panel is then exactly the whole run's).
+        """
+        if scan.rows <= max_events and scan.bios_total <= max_bios:
+            return None
+        events = min(scan.rows, max_events)
+        if scan.bio_limit_row is not None:
+            events = min(events, scan.bio_limit_row + 1)
+        return cls(events=events, total_events=scan.rows, total_bios=dict(scan.bios))
+
+    def to_json(self, bios: int, top: str) -> dict[str, Any]:
+        total = int(self.total_bios.get(top, bios))
+        return {"events": self.events, "total_events": self.total_events, "bios": bios,
+                "total_bios": total,
+                "note": f"the model replayed the first {bios:,} of {total:,} bios of {top} "
+                        f"(the first {self.events:,} of {self.total_events:,} events) and its "
+                        f"fidelity is scored on the same events"}
 
 
 def policy_parts(policy: str) -> tuple[str, list[str]]:
@@ -174,7 +359,9 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
                 manifest: dict[str, Any] | None, stack_text: str, workload: str,
                 table: EventTable, observed: dict[str, Any],
                 patched_table: EventTable | None = None,
-                patched_observed: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                patched_observed: dict[str, Any] | None = None,
+                window: ModelWindow | None = None,
+                patched_window: ModelWindow | None = None) -> dict[str, Any] | None:
     """Replay the baseline's submitted bios under the old and the new policy.
 
     Returns None when there is nothing to model (no policy under test and no kernel on either
@@ -189,6 +376,11 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
     (``fidelity_new``): a model that predicts the baseline but not the patched side says so.
     ``policy_diff`` lists the fields the two policies set differently, each marked with
     whether this replay can exercise it.
+
+    ``window`` (``patched_window``): ``table`` (``patched_table``) holds only the first rows of
+    a run over the bounds of :class:`ModelWindow`, and ``observed`` (``patched_observed``) is the
+    analysis of those rows; the panel then says so (``window``: "the model replayed the first
+    N of M bios ..."). Without them nothing of the panel changes.
     """
     if not policy and not (baseline_kernel or patched_kernel):
         return None
@@ -240,7 +432,7 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
     else:
         label = (f"the baseline's preset ({old.name}) plus the policy under test "
                  f"{policy_parts(policy)[0]}")
-    return {
+    out: dict[str, Any] = {
         "state": "ok", "policy_old": f"{old.name}: {old.to_spec()}",
         "policy_new": f"{new.name}: {new.to_spec()}", "knobs": knobs,
         "mode": mode, "policy_new_label": label, "policy_old_label": f"{old.name}",
@@ -254,12 +446,22 @@ def model_panel(*, policy: str, baseline_kernel: str, patched_kernel: str,
         "warnings": [w for k in dict.fromkeys([baseline_kernel, patched_kernel]) if k
                      for w in kernel_version_warnings(k)] + list(stack.notes),
     }
+    if window is not None:
+        out["window"] = window.to_json(int(len(bios.sector)), dev_str(top))
+    if patched_window is not None and fidelity_new is not None:
+        pw = {"events": patched_window.events, "total_events": patched_window.total_events}
+        out["patched_window"] = {**pw, "note": (
+            f"the new policy's fidelity is scored on the patched run's first "
+            f"{pw['events']:,} of {pw['total_events']:,} events")}
+    return out
 
 
-def d_stream(table: EventTable, dev: int) -> list[tuple[int, int]]:
-    """(sector, nr_sectors) of the D events of ``dev`` in issue order."""
+def d_stream(table: EventTable, dev: int) -> npt.NDArray[np.uint64]:
+    """(sector, nr_sectors) of the D events of ``dev`` in issue order, as an ``(n, 2)`` array
+    (what :func:`workers.compare.matched_in_order` reads; a list of tuples was ~120 bytes a
+    request)."""
     rows = np.flatnonzero((table.action == ACT_ISSUE) & (table.dev == dev))
-    return list(zip(table.sector[rows].tolist(), table.nr_sectors[rows].tolist()))
+    return np.stack([table.sector[rows], table.nr_sectors[rows].astype(np.uint64)], axis=1)
 
 
 def model_fidelity(predicted_old: dict[str, Any], observed: dict[str, Any],
@@ -277,7 +479,7 @@ def model_fidelity(predicted_old: dict[str, Any], observed: dict[str, Any],
         if dev not in (predicted_old.get("devices") or {}):
             continue
         obs = d_stream(obs_table, parse_dev(dev))
-        if not obs:
+        if not len(obs):
             continue
         order[dev] = matched_in_order(obs, d_stream(pred_table, parse_dev(device_map.get(dev, dev))))
     out: dict[str, Any] = jsonable(fidelity(predicted_old, observed, order=order))

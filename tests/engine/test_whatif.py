@@ -173,3 +173,107 @@ def test_fidelity_of_the_new_policy_against_the_patched_side(tmp_path):
     assert panel["fidelity"]["9,0"]["size_l1"] == 0.0
     assert panel["fidelity_new"]["9,0"]["size_l1"] == pytest.approx(2.0)
     assert panel["fidelity_new"]["254,0"]["matched_in_order"] is not None
+
+
+def _with_flushes_and_names(table):
+    """The capture plus what the chunked pass must get right: bare flushes (0-sector Q and D
+    rows: counted as zero-length, not as seeks) and a device name from the header."""
+    import numpy as np
+
+    from workers.events import DeviceInfo
+
+    rows = np.arange(0, len(table), 97)
+    flush = table.take(rows)
+    flush.nr_sectors[:] = 0
+    both = EventTable.concat([table, flush]).sorted_by_time()
+    d = int(both.dev[0])
+    both.devices[d] = DeviceInfo(dev=d, name="md-top")
+    return both
+
+
+@pytest.mark.parametrize("rows", [1, 1000, 1 << 22])
+def test_scan_run_in_chunks_equals_the_whole_table_seek_of_every_stage(tmp_path, rows):
+    """The comparison step's chunked pass over a stored table (StoredTable, chunks of 1 and
+    1000 rows: hundreds of chunks) gives exactly what seek_by_stage gives for the whole table
+    in memory, stage by stage, device by device; and counts the bios every device would
+    replay as the top."""
+    import numpy as np
+
+    from workers.events import ACT_QUEUE
+    from workers.traces.columnstore import StoredTable
+    from workers.whatif import SCAN_COLUMNS, scan_run
+
+    for name in ("7.2_W2a", "6.1_W1b"):
+        table, _ = _capture(name, tmp_path)
+        table = _with_flushes_and_names(table)
+        results = analyze(table)
+        table.save(tmp_path / "t.npz")
+        stored = StoredTable(tmp_path / "t.npz")
+        scan = scan_run(stored.chunks(rows=rows, columns=SCAN_COLUMNS), results, bio_limit=50)
+        whole = seek_by_stage({"baseline": [(table, results)]})
+        assert {dev: {st: v["baseline"][0] for st, v in stages.items()}
+                for dev, stages in whole.items()} == scan.seek
+        assert any(j["zero_length"] for stages in scan.seek.values() for j in stages.values())
+        assert any(j["name"] == "md-top" for stages in scan.seek.values()
+                   for j in stages.values())
+        q = np.flatnonzero((table.action == ACT_QUEUE) & (table.nr_sectors > 0))
+        assert scan.rows == len(table) and scan.bios_total == len(q)
+        devs, counts = np.unique(table.dev[q], return_counts=True)
+        assert scan.bios == {f"{d >> 20},{d & 0xFFFFF}": c
+                             for d, c in zip(devs.tolist(), counts.tolist())}
+        assert scan.bio_limit_row == q[49]
+
+
+def test_scan_run_refuses_chunks_back_in_time_and_scan_table_sorts_first(tmp_path):
+    """Issue order is time order: a pass over chunks that go back in time raises (the step then
+    reads the whole table), and scan_table of an unsorted table equals seek_by_stage of it."""
+    import numpy as np
+
+    from workers.analyzers.stream import table_chunks
+    from workers.whatif import OutOfTimeOrder, scan_run, scan_table
+
+    table, _ = _capture("7.2_W2a", tmp_path)
+    results = analyze(table)
+    shuffled = table.take(np.random.default_rng(5).permutation(len(table)))
+    with pytest.raises(OutOfTimeOrder):
+        scan_run(table_chunks(shuffled, 100), results)
+    whole = seek_by_stage({"patched": [(shuffled, results)]})
+    assert {dev: {st: v["patched"][0] for st, v in stages.items()}
+            for dev, stages in whole.items()} == scan_table(shuffled, results).seek
+
+
+def test_model_window_only_over_the_bounds_and_said_on_the_panel(tmp_path):
+    """A run within both bounds has no window (the panel is exactly the whole run's, with no
+    'window' key); over either bound the model replays the first rows, cut after the
+    max_bios-th Q event with data (of any device: the top is not known before), and the
+    panel says how many of how many bios of the top device and events it replayed."""
+    import numpy as np
+
+    from workers.events import ACT_QUEUE, make_dev
+    from workers.traces.columnstore import StoredTable
+    from workers.whatif import ModelWindow, scan_run
+
+    table, manifest = _capture("6.1_W1b", tmp_path)
+    results = analyze(table)
+    table.save(tmp_path / "t.npz")
+    stored = StoredTable(tmp_path / "t.npz")
+    scan = scan_run(stored.chunks(rows=500), results, bio_limit=200)
+    assert scan.bios["9,0"] == 100 and scan.bios_total == 500  # md0 + 8 members
+    assert ModelWindow.of(scan, max_events=len(table), max_bios=500) is None
+    by_bios = ModelWindow.of(scan, max_events=len(table), max_bios=200)
+    assert by_bios is not None and by_bios.events == scan.bio_limit_row + 1 < len(table)
+    by_rows = ModelWindow.of(scan, max_events=1000, max_bios=10**6)
+    assert by_rows is not None and by_rows.events == 1000
+    win = stored.head(by_bios.events)
+    top_q = int(np.count_nonzero((win.action == ACT_QUEUE) & (win.dev == make_dev(9, 0))
+                                 & (win.nr_sectors > 0)))
+    assert 0 < top_q < 100
+    kw = dict(policy="split_remainder=head", baseline_kernel=manifest["kernel"],
+              patched_kernel="", manifest=manifest, stack_text="", workload="")
+    panel = model_panel(**kw, table=win, observed=analyze(win), window=by_bios)
+    assert panel["state"] == "ok" and panel["bios"] == top_q
+    assert panel["window"]["bios"] == top_q and panel["window"]["total_bios"] == 100
+    assert panel["window"]["total_events"] == len(table)
+    assert f"the model replayed the first {top_q} of 100 bios of 9,0" in panel["window"]["note"]
+    whole = model_panel(**kw, table=stored.to_table(), observed=results)
+    assert "window" not in whole and whole["bios"] == 100

@@ -71,3 +71,56 @@ def test_empty_store_and_row_count_checks(tmp_path):
     with pytest.raises(ValueError):
         w.close(comms=["(null)"])  # 2 of 3 rows
     assert not (tmp_path / "w" / "table.json").exists()
+
+
+def _same(a: EventTable, b: EventTable) -> None:
+    for name, _ in COLUMNS:
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+        assert getattr(a, name).dtype == getattr(b, name).dtype, name
+    assert a.comms == b.comms and a.meta == b.meta and a.time_known == b.time_known
+    assert {d: i.to_json() for d, i in a.devices.items()} == {
+        d: i.to_json() for d, i in b.devices.items()}
+
+
+@pytest.mark.parametrize("rows", [1, 999, 5000, 100_000])
+def test_stored_table_reads_the_npz_in_chunks_as_load_reads_it(tmp_path, rows):
+    """StoredTable (the comparison step's reader) gives EventTable.load's table back from the
+    .npz member by member: whole, as chunks of any size, as its first rows, or some columns
+    only (the others zero)."""
+    from workers.traces.columnstore import StoredTable
+
+    t = _table()
+    path = tmp_path / "t.npz"
+    t.save(path)
+    loaded = EventTable.load(path)
+    st = StoredTable(path)
+    assert len(st) == len(t) == 5000
+    _same(st.to_table(), loaded)
+    chunks = list(st.chunks(rows=rows))
+    assert [len(c) for c in chunks] == [min(rows, 5000 - i) for i in range(0, 5000, rows)]
+    for i, c in zip(range(0, 5000, rows), chunks, strict=True):
+        _same(c, loaded.take(np.arange(i, min(i + rows, 5000))))
+    _same(st.head(1234), loaded.take(np.arange(1234)))
+    part = next(iter(st.chunks(rows=rows, columns=["sector", "action"])))
+    assert np.array_equal(part.sector, t.sector[:rows]) and not part.time_ns.any()
+    assert len(st.head(0)) == 0 and len(st.head(10**9)) == 5000
+
+
+def test_stored_table_of_an_empty_table_and_of_older_files(tmp_path):
+    """An empty table gives one empty chunk; a file without some columns (an older table) reads
+    them as zeros, as EventTable.load does; unequal columns are refused."""
+    from workers.events import table_header, write_npz
+    from workers.traces.columnstore import StoredTable
+
+    EventTable.empty().save(tmp_path / "e.npz")
+    st = StoredTable(tmp_path / "e.npz")
+    assert len(st) == 0 and [len(c) for c in st.chunks()] == [0]
+    t = _table()
+    head = table_header(t.comms, t.devices, t.time_known, t.meta)
+    write_npz(tmp_path / "old.npz", [("time_ns", t.time_ns), ("sector", t.sector),
+                                     ("__header__", head)])
+    _same(StoredTable(tmp_path / "old.npz").to_table(), EventTable.load(tmp_path / "old.npz"))
+    write_npz(tmp_path / "bad.npz", [("time_ns", t.time_ns), ("sector", t.sector[:9]),
+                                     ("__header__", head)])
+    with pytest.raises(ValueError, match="different lengths"):
+        StoredTable(tmp_path / "bad.npz")

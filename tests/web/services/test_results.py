@@ -242,3 +242,47 @@ def test_unexpected_error_in_the_comparison_step_reaches_on_failure(finished_com
     result.refresh_from_db()
     assert result.state == c.JOB_STATE_FAILED
     assert result.error == "an internal error stopped this step; the details are in the worker's log"
+
+
+def test_a_run_over_the_model_bounds_is_replayed_on_its_first_rows_only(db, user, settings):
+    """The comparison step reads the stored tables in chunks: with the model's bounds below
+    the runs (BLKREVIEW_MODEL_MAX_BIOS 200 of the 500 Q events with data), the seek of every
+    stage and the observed comparison are exactly those of the same runs compared within the
+    bounds; the model panel replays the first rows, says how many of how many bios, and
+    scores both fidelities on those rows (the old policy still reproduces the baseline's
+    members it replayed)."""
+    from reviewapp.services.comparisons import submission_create
+
+    def compared() -> object:
+        comparison, _ = submission_create(
+            title="md: split remainder to the head of bio_list", version="v2",
+            baseline_files=model_capture("6.1_W1b"), patched_files=model_capture("7.2_W1b"),
+            policy="split_remainder=head", user=user)
+        return finish_comparison(comparison)
+
+    whole = compared()
+    settings.BLKREVIEW_MODEL_MAX_BIOS = 200
+    windowed = compared()
+    a = ComparisonResult.objects.get(comparison=whole)
+    b = ComparisonResult.objects.get(comparison=windowed)
+    assert a.state == b.state == "succeeded", (a.error, b.error)
+    assert "window" not in a.model and a.model["bios"] == 100
+    win = b.model["window"]
+    assert 0 < b.model["bios"] == win["bios"] < 100 and win["total_bios"] == 100
+    assert win["events"] < win["total_events"] == 3000
+    assert f"the model replayed the first {win['bios']} of 100 bios of 9,0" in win["note"]
+    assert "patched run's first" in b.model["patched_window"]["note"]
+    assert b.model["fidelity"]["254,0"]["matched_in_order"] == 1.0
+    assert b.model["fidelity"]["254,0"]["size_l1"] == 0.0
+    from reviewapp.selectors import chart_payload
+
+    stages = 0
+    for stage in ("Q", "G", "I", "D", "C"):
+        got = chart_payload(comparison=windowed, section="seek", dev="254,0", stage=stage)
+        assert got == chart_payload(comparison=whole, section="seek", dev="254,0", stage=stage)
+        stages += got is not None
+    assert stages >= 3
+    assert a.compare["metrics"] and a.compare["metrics"] == b.compare["metrics"]
+    notes = json.loads(payload_of(windowed, "model", "254,0"))["notes"]
+    assert any(n.startswith("The model replayed the first") for n in notes), notes
+    assert "the model replayed the first" in b.report
