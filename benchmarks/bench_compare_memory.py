@@ -17,7 +17,7 @@ seconds, the process's peak RSS (VmHWM) before the step (Django and the rows) an
 what the model panel replayed and the load average.
 
 ``--dir`` keeps the table and its results there and reuses them on the next run (the 100M
-table takes ~15 min to write and analyze on a busy 2-core machine). ``--tree`` runs the step
+table took 112 s to write, analyze and save at load 5; 462 MB on disk). ``--tree`` runs the step
 with the code of another checkout (e.g. an export of an older commit: its ``reviewapp`` and
 ``workers``), to measure before and after on the same table.
 """

@@ -15,7 +15,7 @@ worker runs the task in its own process) and the load average (1, 5, 15 min) at 
 the end of the run (the machine is shared: figures are only comparable at similar loads).
 After the last worker count (unless ``--no-page``): a small patched run (``--page-events``) is
 uploaded and analyzed, the comparison of the big run with it is created and its comparison
-step timed (it loads the big EventTable), and the comparison's page and section JSON are
+step timed (it reads the big EventTable in chunks), and the comparison's page and section JSON are
 served by gunicorn and fetched by 4 clients for 10 s (p50/p95 per URL kind).
 Everything scratch is removed at the end.
 """
@@ -81,8 +81,8 @@ def vm_hwm_mb(pid: int) -> float:
 def compare_and_page(env: dict[str, str], bundle_id: int, patched: list[Path], tmp: Path
                      ) -> dict[str, object]:
     """The comparison of the analyzed bundle (baseline) with a small patched run (``patched``:
-    uploaded and analyzed first; the comparison step loads both sides' tables, so a second copy
-    of the big one would double its memory), created by ``comparison_create`` as the upload
+    uploaded and analyzed first; bench_compare_memory.py measures the step on two big runs),
+    created by ``comparison_create`` as the upload
     form does and run by the bench workers; then its page: gunicorn on loopback, the page HTML
     and every section's JSON fetched by 4 clients for 10 s (bench_pages.hammer). Returns the
     comparison step's seconds (from creation to stored charts) and p50/p95 per URL kind."""

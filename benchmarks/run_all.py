@@ -18,6 +18,7 @@ SMALL = {
     "bench_replay.py": ["--bios", "20000"],
     "bench_contention.py": ["--sim-seconds", "60"],
     "bench_pages.py": ["--events", "200000", "--seconds", "5"],
+    "bench_compare_memory.py": ["--events", "1000000"],
 }
 
 

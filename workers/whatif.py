@@ -208,9 +208,9 @@ class ModelWindow:
     """The leading rows of a run the model panel replays when the whole run is over a bound.
 
     Why: the replay holds the bios, both policies' predicted tables and their analyses in
-    memory, about 1 KB per bio on a single disk and 4 KB on an 8-disk raid5 (measured:
-    docs/deploy.md "Huge traces"), and the fidelity's in-order match holds both D streams; a
-    100M-event trace has millions of bios. So a run over ``max_events`` events or
+    memory (growing with the bios and the stack's fan-out: a bio of an 8-disk raid5 becomes
+    tens of predicted events), and the fidelity's in-order match holds both D streams; a
+    100M-event trace has millions of bios (docs/deploy.md, "Huge traces"). So a run over ``max_events`` events or
     ``max_bios`` bios (Q events with data) is replayed on its first rows only: up to
     ``max_events`` rows, cut after the ``max_bios``-th bio; the observed results the
     prediction is scored against are those of the same rows (``analyze`` of the window), not
