@@ -56,9 +56,9 @@ APPROXIMATIONS: dict[str, tuple[str, str]] = {
     "dm-stripe": ("raid0", "dm-stripe splits at the chunk and maps round robin like raid0"),
     "dm-crypt": ("linear", "dm-crypt remaps 1:1 (its own splitting into 256-page bios and "
                  "its kcryptd reordering are not modelled)"),
-    "loop": ("disk", "loop is modelled as one disk (the file system below it is not: the "
-             "model maps a loop device only with direct I/O and its backing file's extent map, "
-             "[stack] file_extents)"),
+    "loop": ("disk", "one disk, the file system below it not modelled: a loop device is "
+             "mapped to its disk only from a manifest with direct I/O and the backing file's "
+             "extent map, [stack] file_extents"),
     "partition": ("disk", "a partition is modelled as its disk (blk_partition_remap only adds "
                   "the start sector)"),
     "null_blk": ("disk", "null_blk is a blk-mq disk; its default limits come from the manifest"),
@@ -89,6 +89,8 @@ def resolve_kind(kind: str) -> tuple[str, str | None]:
         return k, None
     if k in APPROXIMATIONS:
         target, why = APPROXIMATIONS[k]
+        if k == "loop":
+            return target, f"loop is approximated as {target} ({why})"
         return target, f"{k} is not modelled yet: approximated as {target} ({why})"
     known = ", ".join([*KINDS, *APPROXIMATIONS])
     raise ModelConfigError(f"unknown stack kind {kind!r}; known: {known}")
@@ -665,9 +667,11 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
 
     members_text = st.get("members") or []
     if str(st.get("kind", "")).strip().lower() == "loop":
-        loop = _loop_node(st, top, members_text, names, lim(top), disk)
+        loop, lacking = _loop_node(st, top, members_text, names, lim(top), disk)
         if loop is not None:
             return Stack(loop, ())
+        notes = (f"loop is approximated as disk: {lacking}, so the loop device is modelled "
+                 "as one disk and the disk under its file system gets no predicted I/O",)
     if kind == "disk":
         return Stack(disk(top, "disk"), notes)
     if not isinstance(members_text, Sequence) or isinstance(members_text, str):
@@ -722,27 +726,29 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
 
 
 def _loop_node(st: Mapping[str, Any], top: int, members_text: Any, names: Mapping[int, str],
-               limits: dict[str, Any], disk: Any) -> Node | None:
+               limits: dict[str, Any], disk: Any) -> tuple[Node | None, str]:
     """The loop node of a manifest that states what :func:`loop_map` needs (direct I/O, the
-    backing file's extent map, the one disk under the file system); None otherwise (the
-    caller approximates loop as a disk and says so)."""
+    backing file's extent map, the one disk under the file system), or None and what is
+    missing (the caller approximates loop as a disk and says so)."""
     if not st.get("direct_io", False):
-        return None  # buffered loop (page cache, readahead, writeback): not modelled
+        # buffered loop (the page cache, readahead, writeback): not modelled
+        return None, "the manifest does not say direct_io = true (buffered loop)"
     try:
         fmap = file_map_from_fields(st)
     except ParseError as exc:
         raise ModelConfigError(exc.reason) from None
     if fmap is None or not fmap.extents:
-        return None
+        return None, "the manifest has no extent map of the backing file ([stack] file_extents)"
     if not isinstance(members_text, Sequence) or isinstance(members_text, str) or \
             len(members_text) != 1:
-        return None
+        return None, "the manifest does not name the one disk under the file ([stack] members)"
     try:
         member = parse_dev(str(members_text[0]))
     except ValueError:
         raise ModelConfigError(f"bad member list {members_text!r}") from None
     return Node(dev=top, name=names.get(top, "loop0"), kind="loop",
-                members=(disk(member, "disk"),), limits=limits, file_extents=fmap.extents)
+                members=(disk(member, "disk"),), limits=limits,
+                file_extents=fmap.extents), ""
 
 
 def loop_map(extents: Sequence[FileExtent], sector: int, nr: int

@@ -80,10 +80,11 @@ def test_manifest_with_map_is_a_loop_node_else_the_named_approximation() -> None
     assert st.top.kind == "loop" and [m.dev for m in st.top.members] == [VDA]
     assert st.notes == ()
     assert st.top.file_extents[1] == FileExtent(2048, 300000, 2048, True)
-    for m in (_manifest(None), _manifest(dio=False)):
+    for m, why in ((_manifest(None), "no extent map"), (_manifest(dio=False), "buffered")):
         fb = stack_from_manifest(m)
         assert fb.top.kind == "disk" and not fb.top.members
-        assert fb.notes and "approximated as disk" in fb.notes[0]
+        assert len(fb.notes) == 1 and "loop is approximated as disk" in fb.notes[0]
+        assert why in fb.notes[0]
     with pytest.raises(ModelConfigError, match="file_extents"):
         stack_from_manifest(_manifest([[0, 1]]))
 
