@@ -948,14 +948,22 @@ class Engine:
         hctx's ``run_work`` at the tail each time, so the queues run in the order of their
         last insertion. kblockd's worker runs when the submitting thread stops
         (:meth:`run_deferred`): a single hardware queue queues the work WORK_CPU_UNBOUND,
-        i.e. on the submitter's CPU. The traces show it (7.3.4 q1_r5_d4_c64_dd1M: dd's 1 MiB
-        reads through md raid5 onto mq-deadline members, I by dd, D by kworker/1:1H, the
-        member pieces of a read merged in the scheduler), except where the worker preempts
-        the submitter earlier (a scheduler tick: not modelled).
+        i.e. on the submitter's CPU, and when the worker gets it is the CPU scheduler's
+        call (``sched_wakeup``): CFS (``check_preempt_wakeup``, <= 6.5) preempts the
+        submitter for the woken nice -20 worker at once, so every request is dispatched
+        before the next is made (6.1.0-57 q1_r5_d4_c64_dd1M: I by dd, D by kworker/0:1H on
+        the same CPU before dd's next A); under EEVDF (6.6+, RUN_TO_PARITY) the submitter
+        runs on and the member pieces of a read merge in the scheduler first (7.3.4, where
+        no per-bio plug hides this: D by kworker/1:1H after dd's last piece), except where
+        the worker gets the CPU at a scheduler tick within the read (not modelled).
         """
         self.ev(rq.dev, rq.pid, ACT_INSERT, rq.rwbs, rq.sector, rq.nr)
         if not self.queues[rq.dev].insert(rq, self.now):
             self.alloc[rq.dev] -= 1  # merged into a queued request and freed
+        if self.policy.sched_wakeup == "cfs":
+            self.tick()
+            self.kick(rq.dev, self.now)
+            return
         if rq.dev in self.deferred_runs:
             self.deferred_runs.remove(rq.dev)
         self.deferred_runs.append(rq.dev)

@@ -64,14 +64,15 @@ def test_no_plug_event_at_all_is_told_from_a_plug_per_bio():
     assert _marks(per_bio) == ([-1], [False])
 
 
-def _member_requests(no_plug: bool, scheduler: str) -> dict[int, list[tuple[int, int]]]:
+def _member_requests(no_plug: bool, scheduler: str, kernel: str = "7.3.4"
+                     ) -> dict[int, list[tuple[int, int]]]:
     """Two 1 MiB reads of raid5 4 x 64k, each submitted without a task plug."""
     stack = stack_from_spec(f"raid5:disks=4,chunk=64k,scheduler={scheduler}")
     bios = BioStream.from_arrays([0, 2048], 2048, plug=[-1, -2], time_ns=[0, 10**9],
                                  comm="dd")
     if no_plug:
         bios = BioStream(**{**bios.__dict__, "meta": {"no_plug": np.array([True, True])}})
-    out = replay(bios, stack, preset_for_kernel("7.3.4"), engine="python")
+    out = replay(bios, stack, preset_for_kernel(kernel), engine="python")
     d = out.action == ACT_ISSUE
     reqs: dict[int, list[tuple[int, int]]] = {}
     for dev, sec, nr in zip(out.dev[d].tolist(), out.sector[d].tolist(),
@@ -98,3 +99,9 @@ def test_without_any_plug_the_scheduler_merges_the_pieces_of_a_read():
 def test_without_a_scheduler_the_request_is_issued_directly():
     # blk_mq_try_issue_directly: no insert, no kblockd, nothing to merge with
     assert sum(len(v) for v in _member_requests(True, "none").values()) == 32
+
+
+def test_under_cfs_kblockd_preempts_the_submitter_at_once():
+    """6.1 (CFS): the woken kblockd worker dispatches each inserted request before the
+    submitter makes the next (6.1.0-57 q1_r5_d4_c64_dd1M), so nothing merges."""
+    assert sum(len(v) for v in _member_requests(True, "mq-deadline", "6.1").values()) == 32
