@@ -38,6 +38,7 @@ that are not ``R5_UPTODATE``; ``fetch_block`` skips them).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -100,13 +101,56 @@ from workers.model.stack import (
 
 class LoopCmd(MdPiece):
     """A loop request whose file I/O is in flight (``struct loop_cmd``): completes the request
-    when its last bio to the disk below ends."""
+    when its last bio to the disk below ends. ``converts``: the unwritten file ranges a write
+    fills (converted to written when it completes)."""
 
-    __slots__ = ("rq",)
+    __slots__ = ("rq", "converts")
 
     def __init__(self, rq: Request) -> None:
         super().__init__(rq.dev, rq.sector, rq.nr, rq.rwbs, None, rq.pid)
         self.rq = rq
+        self.converts: list[tuple[int, int]] = []
+
+
+class WrittenRanges:
+    """File ranges (sectors) a replayed direct write has converted from unwritten to written.
+
+    A direct write into an unwritten extent converts it when the write completes
+    (``iomap_dio_complete`` -> ext4's ``ext4_dio_write_end_io`` ->
+    ``ext4_convert_unwritten_extents``, splitting the extent): a later read of that range
+    maps to a written extent and reads the disk. Kept sorted and merged.
+    """
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, start: int, n: int) -> None:
+        end = start + n
+        i = bisect.bisect_left(self.ends, start)  # first range ending at or after start
+        j = bisect.bisect_right(self.starts, end)  # ranges from i to j touch [start, end)
+        if i < j:
+            start = min(start, self.starts[i])
+            end = max(end, self.ends[j - 1])
+        self.starts[i:j] = [start]
+        self.ends[i:j] = [end]
+
+    def split(self, start: int, n: int) -> list[tuple[int, int, bool]]:
+        """``[start, start + n)`` as ``(start, n, written)`` pieces."""
+        out: list[tuple[int, int, bool]] = []
+        end = start + n
+        i = bisect.bisect_right(self.ends, start)
+        pos = start
+        while pos < end:
+            if i < len(self.starts) and self.starts[i] <= pos:
+                stop = min(end, self.ends[i])
+                out.append((pos, stop - pos, True))
+                i += 1
+            else:
+                stop = min(end, self.starts[i]) if i < len(self.starts) else end
+                out.append((pos, stop - pos, False))
+            pos = stop
+        return out
 
 
 #: Host time charged per traced step inside one submission (keeps events ordered in time).
@@ -317,6 +361,8 @@ class Engine:
         self.ev_rows: list[tuple[int, int, int, int, int, int, int, int, int]] = []
         self.on_unit_done: Callable[[Unit, int], None] | None = None
         self.n_requests = 0
+        #: loop device -> file ranges its replayed direct writes converted to written
+        self.loop_written: dict[int, WrittenRanges] = {}
         #: the running unit has no plug at all, not even __submit_bio's (see insert_async)
         self.no_plug = False
         #: devices whose hardware queue run was left to kblockd, in run order
@@ -363,6 +409,8 @@ class Engine:
             if up.remaining > 0:
                 break
             if isinstance(up, LoopCmd):  # the file I/O of a loop request is done
+                for start, n in up.converts:
+                    self.loop_written.setdefault(up.dev, WrittenRanges()).add(start, n)
                 self.complete(up.rq, t)
                 break
             if isinstance(up, MirrorRead):
@@ -1065,8 +1113,10 @@ class Engine:
         its ``iomap_iter`` loop), one bio per mapping of the range (:func:`loop_map`) to the disk
         under the file system. A read of an unwritten extent or a hole does no I/O (zeroes,
         ``iomap_dio_hole_iter``); a direct write goes to the extent's blocks (REQ_SYNC |
-        REQ_IDLE, ``iomap_dio_bio_opflags``). The loop request completes when its bios have
-        (``lo_rw_aio_complete``); with none, at once.
+        REQ_IDLE, ``iomap_dio_bio_opflags``) and converts what was unwritten when it completes
+        (:class:`WrittenRanges`: a later read of it reads the disk, one bio per written and
+        unwritten part, as ext4's split extents map). The loop request completes when its
+        bios have (``lo_rw_aio_complete``); with none, at once.
         """
         member = node.members[0]
         write = rq.op == OP_WRITE
@@ -1076,15 +1126,24 @@ class Engine:
         self.bio_list = None  # loop's worker is another task: no current->bio_list
         self.now = max(self.now, t)
         children: list[Bio] = []
+        written = self.loop_written.get(node.dev)
         if rq.op in (OP_READ, OP_WRITE):
             for fsec, dsec, n, unwritten in loop_map(node.file_extents, rq.sector, rq.nr):
-                if dsec < 0 or (unwritten and not write):
+                if dsec < 0:
                     continue
-                b = Bio(member.dev, dsec, n, rq.op, RWBS_WRITE | RWBS_SYNC if write
-                        else RWBS_READ, F_SYNC | F_IDLE if write else 0, None, cmd,
-                        first.off + ((fsec - rq.sector) << 9), first.seg, rq.pid)
-                self._count(b)
-                children.append(b)
+                if write and unwritten:
+                    cmd.converts.append((fsec, n))
+                parts = [(fsec, n, not unwritten)] if write or not unwritten or written is None \
+                    else written.split(fsec, n)
+                for psec, pn, has_data in parts:
+                    if not has_data and not write:
+                        continue  # zero-filled
+                    b = Bio(member.dev, dsec + psec - fsec, pn, rq.op,
+                            RWBS_WRITE | RWBS_SYNC if write else RWBS_READ,
+                            F_SYNC | F_IDLE if write else 0, None, cmd,
+                            first.off + ((psec - rq.sector) << 9), first.seg, rq.pid)
+                    self._count(b)
+                    children.append(b)
         if not children:
             self.hseq += 1
             heapq.heappush(self.heap, (t + STEP_NS, self.hseq, EV_COMPLETE, rq))

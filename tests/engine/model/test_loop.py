@@ -39,6 +39,7 @@ from workers.model import (
 )
 from workers.model.replay import _fold_merged, md_metadata_rows
 from workers.model.stack import loop_map
+from workers.model.submit import WrittenRanges
 from workers.traces.filefrag import FileExtent
 
 LOOP, VDA = make_dev(7, 0), make_dev(254, 0)
@@ -213,3 +214,27 @@ def test_a_journal_write_between_two_loop_writes_stays_between_them_on_the_model
     pred = replay(bios, st, preset_for_kernel("6.12.117"), engine="python")
     assert _issued(pred, VDA) == [(100000, 1024, True), (1048688, 8, True),
                                   (101024, 1024, True)]
+
+
+def test_written_ranges_merge_and_split() -> None:
+    w = WrittenRanges()
+    w.add(100, 50)
+    w.add(200, 10)
+    w.add(150, 50)  # touches both: one range 100..210
+    assert (w.starts, w.ends) == ([100], [210])
+    w.add(300, 8)
+    assert w.split(90, 230) == [(90, 10, False), (100, 110, True), (210, 90, False),
+                                (300, 8, True), (308, 12, False)]
+    assert w.split(0, 8) == [(0, 8, False)]
+
+
+def test_a_read_after_a_write_of_an_unwritten_extent_reads_the_disk() -> None:
+    """ext4 converts the written part of the unwritten extent when the direct write completes
+    (ext4_convert_unwritten_extents): the read that follows maps it to the disk, the rest of
+    the extent still reads as zeroes."""
+    st = stack_from_manifest(_manifest())
+    bios = BioStream.from_arrays([2048, 2048], [512, 1024],
+                                 rwbs=[RWBS_WRITE | RWBS_SYNC, RWBS_READ],
+                                 time_ns=[0, 50_000_000], pid=1)
+    t = replay(bios, st, preset_for_kernel("6.12.117"), engine="python")
+    assert _issued(t, VDA) == [(300000, 512, True), (300000, 512, False)]
