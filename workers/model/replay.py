@@ -194,7 +194,10 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     n = len(rows)
     plug = np.arange(n, dtype=np.int64)
     no_plug = np.zeros(n, dtype=np.bool_)
-    if has_gd:
+    md_plugs = _plugs_from_md_unplugs(table, rows, top_dev)
+    if md_plugs is not None:
+        plug = md_plugs
+    elif has_gd:
         plug = _plugs_from_issue_state(table, rows)
         plug = _mark_unplugged(table, rows, plug, no_plug)
     elif workload:
@@ -477,6 +480,43 @@ def _mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
             if no_plug is not None and n_p[k] == 0 and n_g[k] > 0:
                 no_plug[mine[starts[k]:ends[k]]] = True
     return out
+
+
+def _plugs_from_md_unplugs(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int
+                           ) -> npt.NDArray[np.int64] | None:
+    """Plug ids of a bio-based top from its own U/UT events, or None where it has none.
+
+    md raid4/5/6 holds the stripe_heads a thread's bios touched on that thread's plug
+    (``release_stripe_plug`` -> ``blk_check_plugged(raid5_unplug, ...)``) and releases them
+    when the plug is finished or the thread sleeps: ``raid5_unplug`` records
+    ``trace_block_unplug(mddev->queue, cnt, !from_schedule)``, a U or UT on the md device
+    itself. So on a top with no requests of its own (no G: md, dm), the bios a thread queued
+    (Q) between two of its U/UT events there shared one plug: a buffered writer's flusher
+    holds one across many pages (``wb_writeback`` -> ``blkdev_writepages``), and the rows its
+    pages fill are handled together. The top's G/D-based issue state says nothing here (its
+    requests are raid5d's, on the members).
+    """
+    act = table.action
+    on_top = table.dev == top_dev
+    if bool(np.any(on_top & (act == ACT_GETRQ))):
+        return None
+    is_u = on_top & ((act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER))
+    if not bool(np.any(is_u)):
+        return None
+    n = len(q_rows)
+    plug = np.zeros(n, dtype=np.int64)
+    pid_q = table.pid[q_rows].astype(np.int64)
+    u_rows = np.flatnonzero(is_u)
+    pid_u = table.pid[u_rows].astype(np.int64)
+    next_id = 0
+    for p in np.unique(pid_q):
+        mine = np.flatnonzero(pid_q == p)
+        # rows are in time order: a Q's plug is the number of its thread's U/UT before it
+        k = np.searchsorted(u_rows[pid_u == p], q_rows[mine], side="left")
+        _, ids = np.unique(k, return_inverse=True)
+        plug[mine] = next_id + ids
+        next_id += int(ids.max()) + 1
+    return plug
 
 
 def _plugs_from_issue_state(table: EventTable, q_rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
