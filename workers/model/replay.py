@@ -221,8 +221,11 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     mrows = _metadata_write_rows(table, top_dev, per_request=loop)
     if loop:
         assert stack is not None
+        # through the page cache no write on the disk is a loop request's own: all are the
+        # file system's or writeback's
         mrows = np.union1d(mrows, _fs_own_rows(table, stack.top.members[0].dev,
-                                               stack.top.file_extents))
+                                               stack.top.file_extents
+                                               if stack.top.loop_dio else ()))
     if len(mrows) and n:
         t0 = int(table.time_ns[rows].min()) if table.time_known else 0
         rw = table.rwbs[mrows].astype(np.int64)

@@ -128,6 +128,8 @@ class Node:
             personality's own code (e.g. ``raid0_split``) are not applied to a stand-in.
         file_extents: ``loop``: the backing file's extent map (sectors; sorted by file
             offset), one member: the disk the file system sits on.
+        loop_dio: ``loop``: the backing file is opened with O_DIRECT (``losetup
+            --direct-io=on``); False: its I/O goes through the page cache.
     """
 
     dev: int
@@ -144,6 +146,7 @@ class Node:
     stripe_cache: int = 256
     approximates: str = ""
     file_extents: tuple[FileExtent, ...] = ()
+    loop_dio: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -669,7 +672,7 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
     if str(st.get("kind", "")).strip().lower() == "loop":
         loop, lacking = _loop_node(st, top, members_text, names, lim(top), disk)
         if loop is not None:
-            return Stack(loop, ())
+            return Stack(loop, () if loop.loop_dio else (LOOP_BUFFERED_NOTE,))
         notes = (f"loop is approximated as disk: {lacking}, so the loop device is modelled "
                  "as one disk and the disk under its file system gets no predicted I/O",)
     if kind == "disk":
@@ -725,14 +728,22 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
     return Stack(node, notes)
 
 
+#: What a loop device without direct I/O is modelled as (:meth:`Engine.loop_rw`).
+LOOP_BUFFERED_NOTE = (
+    "loop without direct I/O: its reads of unwritten extents, holes and what it read or wrote "
+    "before do no I/O (zeroes, the page cache), its other reads are approximated as direct "
+    "reads of the file's blocks (the page cache's readahead is not modelled), its writes stay "
+    "in the page cache; the writes on the disk below (writeback, the file system's own) are "
+    "replayed as the trace shows them")
+
+
 def _loop_node(st: Mapping[str, Any], top: int, members_text: Any, names: Mapping[int, str],
                limits: dict[str, Any], disk: Any) -> tuple[Node | None, str]:
     """The loop node of a manifest that states what :func:`loop_map` needs (direct I/O, the
     backing file's extent map, the one disk under the file system), or None and what is
     missing (the caller approximates loop as a disk and says so)."""
-    if not st.get("direct_io", False):
-        # buffered loop (the page cache, readahead, writeback): not modelled
-        return None, "the manifest does not say direct_io = true (buffered loop)"
+    if "direct_io" not in st:
+        return None, "the manifest does not say whether it uses direct I/O ([stack] direct_io)"
     try:
         fmap = file_map_from_fields(st)
     except ParseError as exc:
@@ -748,7 +759,7 @@ def _loop_node(st: Mapping[str, Any], top: int, members_text: Any, names: Mappin
         raise ModelConfigError(f"bad member list {members_text!r}") from None
     return Node(dev=top, name=names.get(top, "loop0"), kind="loop",
                 members=(disk(member, "disk"),), limits=limits,
-                file_extents=fmap.extents), ""
+                file_extents=fmap.extents, loop_dio=bool(st.get("direct_io"))), ""
 
 
 def loop_map(extents: Sequence[FileExtent], sector: int, nr: int

@@ -104,12 +104,13 @@ class LoopCmd(MdPiece):
     when its last bio to the disk below ends. ``converts``: the unwritten file ranges a write
     fills (converted to written when it completes)."""
 
-    __slots__ = ("rq", "converts")
+    __slots__ = ("rq", "converts", "pending")
 
     def __init__(self, rq: Request) -> None:
         super().__init__(rq.dev, rq.sector, rq.nr, rq.rwbs, None, rq.pid)
         self.rq = rq
         self.converts: list[tuple[int, int]] = []
+        self.pending: list[Bio] = []
 
 
 class WrittenRanges:
@@ -1125,9 +1126,11 @@ class Engine:
         saved_plug, saved_list = self.plug, self.bio_list
         self.bio_list = None  # loop's worker is another task: no current->bio_list
         self.now = max(self.now, t)
-        children: list[Bio] = []
+        children: list[Bio] = cmd.pending
+        if not node.loop_dio:
+            self._loop_buffered(node, rq, cmd)
         written = self.loop_written.get(node.dev)
-        if rq.op in (OP_READ, OP_WRITE):
+        if rq.op in (OP_READ, OP_WRITE) and node.loop_dio:
             for fsec, dsec, n, unwritten in loop_map(node.file_extents, rq.sector, rq.nr):
                 if dsec < 0:
                     continue
@@ -1145,6 +1148,8 @@ class Engine:
                     self._count(b)
                     children.append(b)
         if not children:
+            for start, n in cmd.converts:  # (a page-cache write: cached at once)
+                self.loop_written.setdefault(node.dev, WrittenRanges()).add(start, n)
             self.hseq += 1
             heapq.heappush(self.heap, (t + STEP_NS, self.hseq, EV_COMPLETE, rq))
             self.plug, self.bio_list = saved_plug, saved_list
@@ -1157,6 +1162,32 @@ class Engine:
         plug.flush(False)
         self.plug, self.bio_list = saved_plug, saved_list
         self._put_piece(cmd, self.now)
+
+    def _loop_buffered(self, node: Node, rq: Request, cmd: LoopCmd) -> None:
+        """A loop request through the page cache (``lo_read_simple`` / ``lo_write_simple``:
+        ``vfs_iter_read`` / ``vfs_iter_write`` of the backing file): a write only copies into
+        the page cache (writeback sends it later, and the trace shows that as the disk's own
+        writes); a read does I/O only where the page cache holds nothing (what this replay
+        read or wrote before) and the file has data (not unwritten, not a hole), approximated
+        as direct reads (filemap_read's readahead is not modelled). What a read or write
+        touched is then cached (``cmd.converts``, recorded at completion)."""
+        cached = self.loop_written.get(node.dev)
+        cmd.converts.append((rq.sector, rq.nr))
+        if rq.op != OP_READ:
+            return
+        member = node.members[0]
+        first = rq.bios[0]
+        for fsec, dsec, n, unwritten in loop_map(node.file_extents, rq.sector, rq.nr):
+            if dsec < 0 or unwritten:
+                continue
+            parts = [(fsec, n, False)] if cached is None else cached.split(fsec, n)
+            for psec, pn, in_cache in parts:
+                if in_cache:
+                    continue
+                b = Bio(member.dev, dsec + psec - fsec, pn, OP_READ, RWBS_READ, 0, None, cmd,
+                        first.off + ((psec - rq.sector) << 9), first.seg, rq.pid)
+                self._count(b)
+                cmd.pending.append(b)
 
     def complete(self, rq: Request, t: int) -> None:
         """A request completed: C on the disk, bios end (C on md pieces), tags freed."""

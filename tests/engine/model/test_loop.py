@@ -49,6 +49,7 @@ EXTENTS = [[0, 100000, 2048, 0], [2048, 300000, 2048, 1], [8192, 302048, 2048, 1
 
 
 def _manifest(extents: list[list[int]] | None = EXTENTS, *, dio: bool = True) -> dict:
+    """A loop bundle's manifest (6.12-style limits)."""
     st: dict = {"top": "7,0", "kind": "loop", "direct_io": dio, "fs": "ext4",
                 "members": ["254,0"]}
     if extents is not None:
@@ -81,7 +82,9 @@ def test_manifest_with_map_is_a_loop_node_else_the_named_approximation() -> None
     assert st.top.kind == "loop" and [m.dev for m in st.top.members] == [VDA]
     assert st.notes == ()
     assert st.top.file_extents[1] == FileExtent(2048, 300000, 2048, True)
-    for m, why in ((_manifest(None), "no extent map"), (_manifest(dio=False), "buffered")):
+    no_dio_key = _manifest()
+    del no_dio_key["stack"]["direct_io"]
+    for m, why in ((_manifest(None), "no extent map"), (no_dio_key, "direct I/O")):
         fb = stack_from_manifest(m)
         assert fb.top.kind == "disk" and not fb.top.members
         assert len(fb.notes) == 1 and "loop is approximated as disk" in fb.notes[0]
@@ -238,3 +241,40 @@ def test_a_read_after_a_write_of_an_unwritten_extent_reads_the_disk() -> None:
                                  time_ns=[0, 50_000_000], pid=1)
     t = replay(bios, st, preset_for_kernel("6.12.117"), engine="python")
     assert _issued(t, VDA) == [(300000, 512, True), (300000, 512, False)]
+
+
+def test_loop_without_direct_io_reads_what_the_page_cache_lacks_and_writes_nothing() -> None:
+    """``lo_write_simple`` copies into the page cache (no disk I/O until writeback, which the
+    trace shows as the disk's own writes); ``lo_read_simple`` reads the disk only for data
+    the page cache lacks and the file holds (not unwritten, not a hole, not written or read
+    before in this replay)."""
+    st = stack_from_manifest(_manifest(dio=False))
+    assert st.top.kind == "loop" and not st.top.loop_dio
+    assert len(st.notes) == 1 and "page cache" in st.notes[0]
+    bios = BioStream.from_arrays([0, 512, 0, 2048, 1024],
+                                 [512, 512, 1024, 1024, 512],
+                                 rwbs=[RWBS_WRITE, RWBS_READ, RWBS_READ, RWBS_READ, RWBS_READ],
+                                 time_ns=[0, 10_000_000, 20_000_000, 30_000_000, 40_000_000],
+                                 pid=1)
+    t = replay(bios, st, preset_for_kernel("6.12.117"), engine="python")
+    # the write: nothing; 512+512: written extent, not cached; 0+1024: cached by then;
+    # 2048+1024: unwritten; 1024+512: written extent, not cached
+    assert _issued(t, VDA) == [(100512, 512, False), (101024, 512, False)]
+    assert int(np.sum((t.action == ACT_COMPLETE) & (t.dev == LOOP))) == 5
+
+
+def test_without_direct_io_every_write_on_the_disk_is_replayed_from_the_trace() -> None:
+    """Writeback of the loop file's pages lands inside the file's blocks: through the page
+    cache it is no loop request's own I/O, so it is replayed as the trace shows it."""
+    Q, D = ACT_QUEUE, ACT_ISSUE
+    rows = [(1000, LOOP, Q, "WS", 0, 1024), (1001, LOOP, ACT_GETRQ, "WS", 0, 1024),
+            (1002, LOOP, D, "WS", 0, 1024), (1010, LOOP, ACT_COMPLETE, "WS", 0, 1024),
+            (2000, VDA, Q, "W", 100000, 1024), (2001, VDA, D, "W", 100000, 1024),
+            (2010, VDA, Q, "WSM", 1160, 8), (2011, VDA, D, "WSM", 1160, 8)]
+    table = _trace(rows)
+    buffered = stack_from_manifest(_manifest(dio=False))
+    pred = replay(bios_from_table(table, LOOP, stack=buffered), buffered,
+                  preset_for_kernel("6.12.117"), engine="python")
+    assert _issued(pred, VDA) == [(100000, 1024, True), (1160, 8, True)]
+    direct = stack_from_manifest(_manifest())
+    assert bios_from_table(table, LOOP, stack=direct).meta["md_meta"][2].tolist() == [1160]
