@@ -225,7 +225,8 @@ class R5Stripe:
     """A raid5 ``stripe_head``: one 4 KiB row of every member, and who waits for it."""
 
     __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
-                 "remaining", "phase", "pid", "array_sector", "up", "uptodate")
+                 "remaining", "phase", "pid", "array_sector", "up", "uptodate", "preread",
+                 "full")
 
     def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
@@ -245,6 +246,11 @@ class R5Stripe:
         self.up: MdPiece | None = None
         #: member blocks whose page is up to date (from the stripe cache, read, or written)
         self.uptodate: set[int] = set()
+        #: STRIPE_PREREAD_ACTIVE: may read for a partial write now (a REQ_SYNC write, or
+        #: activated from the delayed list)
+        self.preread = False
+        #: counted in pending_full_writes (written with no reads)
+        self.full = False
 
 
 class MirrorRead(MdPiece):
@@ -329,6 +335,11 @@ class Engine:
         #: completed (their writes are issued at the next safe point, from raid5d)
         self.r5_pending: dict[tuple[int, int], R5Stripe] = {}
         self.r5_ready: list[R5Stripe] = []
+        #: STRIPE_DELAYED stripe_heads (conf->delayed_list), and the counts that hold them
+        #: back: preread_active_stripes and pending_full_writes (see _activate_delayed)
+        self.r5_delayed: dict[tuple[int, int], R5Stripe] = {}
+        self.r5_preread_active = 0
+        self.r5_full_writes = 0
         self.r5_cache: dict[int, R5Cache] = {
             dev: R5Cache(node.stripe_cache) for dev, node in self.nodes.items()
             if node.kind in RAID456}
@@ -713,8 +724,14 @@ class Engine:
             key = (node.dev, s)
             sh = self.r5_pending.get(key)
             if sh is None:
+                sh = self.r5_delayed.pop(key, None)
+                if sh is not None:  # more writes for a delayed row: looked at again
+                    self.r5_pending[key] = sh
+            if sh is None:
                 sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid, qd)
                 sh.uptodate = set(self.r5_cache[node.dev].get(s))
+            if write and bio.rwbs & RWBS_SYNC:
+                sh.preread = True  # make_stripe_request: REQ_SYNC sets STRIPE_PREREAD_ACTIVE
             if write:
                 lo, hi = max(s, msec), min(s + STRIPE_SECTORS, end)
                 mask = ((1 << (hi - lo)) - 1) << (lo - s)
@@ -738,13 +755,14 @@ class Engine:
     def raid5_unplug(self) -> None:
         """``raid5_unplug`` then raid5d: handle the stripes the finished plug held, and
         issue the writes of stripes whose reads are back."""
-        if not self.r5_pending and not self.r5_ready:
+        if not self.r5_pending and not self.r5_ready and not self.r5_delayed:
             return
         saved, self.plug = self.plug, self.make_plug()  # raid5d's own plug
         pending = sorted(self.r5_pending.values(), key=lambda sh: (sh.node.dev, sh.msec))
         self.r5_pending = {}
         for sh in pending:
             self._handle_stripe(sh)
+        self._activate_delayed()
         while self.r5_ready:
             ready, self.r5_ready = self.r5_ready, []
             for sh in ready:
@@ -787,11 +805,34 @@ class Engine:
             reads = rcw
         reads = sorted((i for i in reads if i not in failed), reverse=True)
         if not reads:
+            sh.full = True
+            self.r5_full_writes += 1
             self._stripe_writes(sh)
             return
+        if not sh.preread:
+            # handle_stripe_dirtying: a write that must read first and is not
+            # STRIPE_PREREAD_ACTIVE waits (STRIPE_DELAYED) for more writes to its row
+            self.r5_delayed[(sh.node.dev, sh.msec)] = sh
+            return
+        self.r5_preread_active += 1
         sh.phase = 1
         for i in reads:
             self._stripe_bio(sh, i, OP_READ, RWBS_READ)
+
+    def _activate_delayed(self) -> None:
+        """``raid5_activate_delayed`` + ``__get_priority_stripe``'s hold list: delayed rows
+        are handled (with their reads) once no stripe is reading for a write
+        (``preread_active_stripes`` < IO_THRESHOLD = 1) and no full-stripe write is in flight
+        (``pending_full_writes`` == 0), lowest row first. Until then more writes may fill a
+        row, which is then written with no reads (a flusher's rows at the end of its plug,
+        filled by its next one)."""
+        if not self.r5_delayed or self.r5_preread_active or self.r5_full_writes:
+            return
+        delayed = sorted(self.r5_delayed.values(), key=lambda sh: (sh.node.dev, sh.msec))
+        self.r5_delayed = {}
+        for sh in delayed:
+            sh.preread = True
+            self._handle_stripe(sh)
 
     def _stripe_writes(self, sh: R5Stripe) -> None:
         """``ops_run_io`` after the parity is computed: the written blocks and the parity,
@@ -822,7 +863,11 @@ class Engine:
         """All member I/O of a stripe phase completed (phase 3: a degraded read's blocks)."""
         if sh.phase == 1:
             self.r5_ready.append(sh)
+            self.r5_preread_active -= 1
             return
+        if sh.full:
+            sh.full = False
+            self.r5_full_writes -= 1
         failed = sh.node.failed
         if sh.phase == 3 and failed and \
                 all(i in sh.uptodate for i in range(len(sh.node.members)) if i not in failed):

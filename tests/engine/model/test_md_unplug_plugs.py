@@ -18,6 +18,7 @@ from workers.events import (
     ACT_UNPLUG_IO,
     ACT_UNPLUG_TIMER,
     RWBS_READ,
+    RWBS_SYNC,
     RWBS_WRITE,
     EventTable,
     make_dev,
@@ -79,3 +80,45 @@ def test_a_flusher_plug_writes_full_stripes_without_reads():
         return int(np.sum(d & ((out.rwbs & RWBS_READ) != 0) & ((out.rwbs & RWBS_WRITE) == 0)))
     assert member_reads(False) == 0
     assert member_reads(True) > 0
+
+
+def _member_reads_of(units: list[list[int]], rwbs: int, gap_ns: int = 10**9) -> int:
+    """Replay 4 KiB writes (array sectors) on raid5 4 x 64k, one md plug per inner list,
+    ``gap_ns`` apart; count the member read requests."""
+    rows = []
+    t = 0
+    for unit in units:
+        for sec in unit:
+            rows.append((t, 1, ACT_QUEUE, sec))
+            t += 1
+        rows.append((t, 1, ACT_UNPLUG_IO, 0))
+        t += gap_ns
+    table = _table(rows)
+    table.rwbs[:] = rwbs
+    bios = bios_from_table(table, MD)
+    out = replay(bios, stack_from_spec("raid5:disks=4,chunk=64k"), preset_for_kernel("6.1"),
+                 engine="python")
+    d = (out.action == ACT_ISSUE) & (out.dev != MD)
+    return int(np.sum(d & ((out.rwbs & RWBS_READ) != 0) & ((out.rwbs & RWBS_WRITE) == 0)))
+
+
+#: chunks 0 and 1 of the first stripe set (16 rows, each missing chunk 2's block), then a
+#: whole stripe set (chunks 3-5: 16 full rows, written at once), then chunk 2
+HALF = [8 * i for i in range(32)]
+FULL = [384 + 8 * i for i in range(48)]
+REST = [256 + 8 * i for i in range(16)]
+
+
+def test_a_half_filled_row_waits_while_full_stripes_are_written():
+    """STRIPE_DELAYED: a plain write's half-filled rows wait on the delayed list while
+    full-stripe writes are in flight (pending_full_writes), and the next plug fills them:
+    written whole, no reads. A REQ_SYNC write is STRIPE_PREREAD_ACTIVE at once and reads."""
+    assert _member_reads_of([HALF + FULL, REST], RWBS_WRITE, gap_ns=1000) == 0
+    assert _member_reads_of([HALF + FULL, REST], RWBS_WRITE | RWBS_SYNC, gap_ns=1000) > 0
+
+
+def test_a_delayed_row_is_read_once_no_full_write_is_in_flight():
+    """raid5_activate_delayed + the hold list: with no full-stripe write in flight (the
+    next plug comes a second later), the half-filled rows are read and written."""
+    assert _member_reads_of([HALF + FULL, REST], RWBS_WRITE) > 0
+    assert _member_reads_of([HALF], RWBS_WRITE) > 0
