@@ -5,7 +5,8 @@ tags), so it cannot be vectorized; the Python engine costs about 80 us per membe
 several times what ``blkparse`` needs to read the result back (issue 4's speed target). This
 module runs the same algorithm over preallocated int64 arrays inside one ``@njit`` loop.
 
-Scope (``eligible``): a plain disk, or one md raid0 / raid5 level over plain disks; READ/WRITE
+Scope (``eligible``): a plain disk, or one md raid0 / raid5 level over plain disks (not a dm
+target modelled as one: dm does not split reads and writes to its limits); READ/WRITE
 bios (no discards); scheduler ``none`` or the mq-deadline-like elevator; single-zone raid0. Anything else goes to the
 Python engine. ``tests/engine/model/test_fast.py`` checks both engines produce identical tables
 on random inputs, stacks and policies.
@@ -146,6 +147,8 @@ def eligible(bios_rwbs: npt.NDArray[np.int64], stack: Stack, limits: dict[int, Q
     from workers.events import RWBS_DISCARD, RWBS_SECURE, RWBS_WRITE, RWBS_WRITE_ZEROES
 
     top = stack.top
+    if top.approximates.startswith("dm-"):
+        return False  # dm_split_and_process_bio does not split normal I/O to limits: Python only
     if top.kind == "disk":
         pass
     elif top.kind in ("raid0", "raid5"):

@@ -78,8 +78,11 @@ from workers.model.plug import (
 )
 from workers.model.policy import Policy
 from workers.model.split import (
+    OP_DISCARD,
     OP_READ,
+    OP_SECURE_ERASE,
     OP_WRITE,
+    OP_WRITE_ZEROES,
     front_len,
     is_discard_op,
     segment_unit,
@@ -550,9 +553,20 @@ class Engine:
         return p
 
     def md_submit(self, node: Node, bio: Bio) -> None:
-        """``md_submit_bio`` then the personality."""
+        """``md_submit_bio`` then the personality.
+
+        A dm target modelled as an md personality (``node.approximates`` ``dm-*``) goes through
+        ``dm_split_and_process_bio`` instead, which calls ``bio_split_to_limits`` for abnormal
+        I/O only (``is_abnormal_io``: discard, secure erase, write zeroes): reads and writes are
+        cut at target boundaries (``max_io_len``, ``dm_accept_partial_bio``; the personality
+        below) and then by the member's own ``blk_mq_submit_bio``, never by dm's stacked
+        limits (6.1's dm-crypt advertises max_segment_size = PAGE_SIZE, so 254 segments hold
+        1016 KiB, yet a 1 MiB read of a contiguous buffer reaches the member whole).
+        """
         lim = self.limits[node.dev]
-        bio = self._split_to_limits(bio, lim)
+        if not node.approximates.startswith("dm-") or \
+                bio.op in (OP_DISCARD, OP_SECURE_ERASE, OP_WRITE_ZEROES):
+            bio = self._split_to_limits(bio, lim)
         if self.policy.split_nomerge == "cleared_by_md":
             bio.flags &= ~F_NOMERGE
         if node.kind in RAID456:

@@ -10,10 +10,11 @@ BIO_MAX_VECS pages (1 MiB) was cut; reads went down whole.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from model_helpers import d_stream
 
-from workers.events import RWBS_READ, RWBS_WRITE
+from workers.events import ACT_SPLIT, RWBS_DISCARD, RWBS_READ, RWBS_WRITE
 from workers.model import BioStream, preset_for_kernel, replay, stack_from_spec
 
 #: a dm-crypt over one disk whose own limits never cut a 2 MiB bio
@@ -46,3 +47,21 @@ def test_md_linear_is_not_cut():
     table = replay(BioStream.from_arrays([0], [512], plug=[-1]), stack,
                    preset_for_kernel("7.3.4"), engine="python")
     assert [n for _, _, n in d_stream(table, stack.top.members[0].dev)] == [512]
+
+
+def test_dm_does_not_cut_reads_to_its_own_limits():
+    """6.1's dm-crypt advertises max_segment_size = PAGE_SIZE (254 segments: 1016 KiB), yet
+    ``dm_split_and_process_bio`` calls ``bio_split_to_limits`` only for abnormal I/O: a 1 MiB
+    read of a contiguous buffer reaches the member whole (the 6.1.0-57 capture dmcrypt_dd1M:
+    0+2048, 2048+2048, ... on the member, no X on dm-0); a discard is cut to dm's limits."""
+    stack = stack_from_spec("dm-crypt:disks=1,max_segments=254,md_max_segments=254,"
+                            "md_max_segment_size=4096,md_max_discard_sectors=1024")
+    member = stack.top.members[0].dev
+    table = replay(BioStream.from_arrays([0, 2048], [2048, 2048], rwbs=RWBS_READ,
+                                         plug=[-1, -2]),
+                   stack, preset_for_kernel("6.1.0-57-amd64"), engine="python")
+    assert [(s, n) for _, s, n in d_stream(table, member)] == [(0, 2048), (2048, 2048)]
+    assert not bool(np.any(table.action == ACT_SPLIT))
+    trim = replay(BioStream.from_arrays([0], [2048], rwbs=RWBS_DISCARD, plug=[-1]), stack,
+                  preset_for_kernel("6.1.0-57-amd64"), engine="python")
+    assert int(np.sum((trim.action == ACT_SPLIT) & (trim.dev == stack.top.dev))) == 1
