@@ -177,9 +177,10 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     The writes the trace shows on lower devices that the top device did not cause are kept
     in ``meta["md_meta"]`` (``[time, dev, sector, nr, rwbs]``) and replayed as the trace shows
     them (:func:`md_metadata_rows`): REQ_META writes (md's superblock, a file system's journal)
-    and, given a ``stack`` whose top is a loop device with its file's extent map, every write
+    and, given a ``stack`` whose top is a loop device with its file's extent map, every request
     and bare flush on the disk below that does not touch the file's blocks (the file system's
-    own I/O: ext4lazyinit zeroing inode tables, jbd2, ``sync``).
+    own I/O: ext4lazyinit zeroing inode tables, jbd2, ``sync``, metadata reads; without
+    direct I/O also the writes to the file's blocks, writeback's).
 
     Raises:
         ModelConfigError: the table has no Q events on ``top_dev``.
@@ -224,19 +225,36 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         # through the page cache no write on the disk is a loop request's own: all are the
         # file system's or writeback's
         mrows = np.union1d(mrows, _fs_own_rows(table, stack.top.members[0].dev,
-                                               stack.top.file_extents
-                                               if stack.top.loop_dio else ()))
+                                               stack.top.file_extents,
+                                               writes_in_file=not stack.top.loop_dio))
     if len(mrows) and n:
         t0 = int(table.time_ns[rows].min()) if table.time_known else 0
         rw = table.rwbs[mrows].astype(np.int64)
         # an I (no Q traced) shows the request after the flush machinery stripped its flags;
         # md_super_write always asks for REQ_PREFLUSH | REQ_FUA
-        rw = np.where(table.action[mrows] == ACT_INSERT, rw | RWBS_FLUSH | RWBS_FUA, rw)
-        mm = np.stack([_dispatch_time_of(table, mrows) - t0,
-                       table.dev[mrows].astype(np.int64),
+        rw = np.where((table.action[mrows] == ACT_INSERT) & ((rw & RWBS_WRITE) != 0),
+                      rw | RWBS_FLUSH | RWBS_FUA, rw)
+        dt = _dispatch_time_of(table, mrows)
+        mm = np.stack([dt - t0, table.dev[mrows].astype(np.int64),
                        table.sector[mrows].astype(np.int64),
                        table.nr_sectors[mrows].astype(np.int64), rw])
-        meta["md_meta"] = _fold_merged(mm, _merged_rows(table, mrows)) if loop else mm
+        if loop:
+            assert stack is not None
+            # where each stands in the trace's dispatch stream of the loop device and of the
+            # loop's own requests on the disk below (D events, the file system's left out)
+            own = np.zeros(len(table), dtype=bool)
+            own[mrows] = True
+            key = (table.dev.astype(np.int64) << 40) + table.sector.astype(np.int64)
+            own_d = (table.action == ACT_ISSUE) & np.isin(key, key[mrows])
+            own_d |= (table.action == ACT_ISSUE) & (table.nr_sectors == 0)  # flushes
+            d = np.flatnonzero((table.action == ACT_ISSUE) & ~own_d & np.isin(
+                table.dev, [stack.top.dev, stack.top.members[0].dev]))
+            before = np.searchsorted(np.sort(table.time_ns[d].astype(np.int64)), dt,
+                                     side="left")
+            mm = _fold_merged(np.vstack([mm, before]), _merged_rows(table, mrows))
+            meta["fs_before"] = mm[5]
+            mm = mm[:5]
+        meta["md_meta"] = mm
     return BioStream(time_ns=t - (t.min() if n else 0), sector=table.sector[rows].astype(np.int64),
                      nr_sectors=table.nr_sectors[rows].astype(np.int64),
                      rwbs=table.rwbs[rows].astype(np.int64), pid=table.pid[rows].astype(np.int64),
@@ -314,14 +332,18 @@ def _metadata_write_rows(table: EventTable, top_dev: int, *, per_request: bool =
     return np.sort(np.r_[q, np.flatnonzero(im)])
 
 
-def _fs_own_rows(table: EventTable, dev: int, extents: Sequence[FileExtent]
-                 ) -> npt.NDArray[np.intp]:
-    """Writes (Q, or I with no Q of its own) and bare flushes (Q of 0 sectors with
+def _fs_own_rows(table: EventTable, dev: int, extents: Sequence[FileExtent], *,
+                 writes_in_file: bool = False) -> npt.NDArray[np.intp]:
+    """Requests (Q, or I with no Q of its own) and bare flushes (Q of 0 sectors with
     REQ_PREFLUSH) on ``dev``, the disk under a loop device's file, that touch none of the
-    file's blocks: the file system's own I/O, not the loop device's."""
+    file's blocks: the file system's own I/O (journal, inode tables, extent tree reads),
+    not the loop device's. ``writes_in_file``: writes to the file's blocks too (through the
+    page cache, writeback's)."""
     act = table.action
-    on = (table.dev == dev) & ((table.rwbs & RWBS_WRITE) != 0)
-    flush = on & (act == ACT_QUEUE) & (table.nr_sectors == 0) & ((table.rwbs & RWBS_FLUSH) != 0)
+    on = table.dev == dev
+    write = (table.rwbs & RWBS_WRITE) != 0
+    flush = on & write & (act == ACT_QUEUE) & (table.nr_sectors == 0) & \
+        ((table.rwbs & RWBS_FLUSH) != 0)
     data = on & (table.nr_sectors > 0)
     q = np.flatnonzero(data & (act == ACT_QUEUE))
     i = np.flatnonzero(data & (act == ACT_INSERT))
@@ -336,6 +358,8 @@ def _fs_own_rows(table: EventTable, dev: int, extents: Sequence[FileExtent]
         s1 = s0 + table.nr_sectors[rows].astype(np.int64)
         k = np.searchsorted(start, s1, side="left") - 1  # last extent starting before s1
         touches = (k >= 0) & (end[np.maximum(k, 0)] > s0)
+        if writes_in_file:
+            touches &= ~write[rows]
         rows = rows[~touches]
     return np.sort(np.r_[rows, np.flatnonzero(flush)])
 
@@ -1094,6 +1118,47 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     return np.array(out, dtype=np.int64).T.reshape(9, -1)
 
 
+def loop_fs_rows(meta: npt.NDArray[np.int64], before: npt.NDArray[np.int64], stack: Stack,
+                 d_times: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Predicted events of the file system's own requests on the disk under a loop device.
+
+    Each goes where the trace dispatched it among the loop device's own dispatches (its D
+    events on the loop device and its requests on the disk, ``before`` of them came first):
+    after as many predicted dispatches (``d_times``, sorted), so a journal commit between
+    two loop writes stays between them and an extent tree read the first loop read waited
+    for comes before that read's I/O, whatever the two clocks say. Each request is its Q,
+    then :func:`flush_sequence`'s flush / data / flush for the disk's ``write_cache`` and
+    ``fua`` (a bare flush: its flush alone), whole before the next (one submitter waits for
+    each: jbd2, the syncing task).
+    """
+    disk = stack.top.members[0]
+    lim = disk.limits
+    wc = _truthy_cache(lim.get("write_cache"))
+    fua = str(lim.get("fua", "0")).strip() == "1"
+    flush = [(ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0), (ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0)]
+    out: list[tuple[int, ...]] = []
+    order = np.lexsort((np.arange(meta.shape[1]), meta[0], before))
+    for j in order.tolist():
+        b = int(before[j])
+        if len(d_times) == 0:
+            at = int(meta[0, j])
+        elif b <= 0:
+            at = int(d_times[0]) - 1
+        else:
+            at = int(d_times[min(b, len(d_times)) - 1]) + 1
+        dev, sec, nr, rw = (int(x) for x in meta[1:, j])
+        pre, data, post = flush_sequence(rw, wc, fua)
+        seq = [(ACT_QUEUE, rw, sec, nr)]
+        if pre:
+            seq += flush
+        if nr > 0:
+            seq += [(ACT_ISSUE, data, sec, nr), (ACT_COMPLETE, data, sec, nr)]
+        if post:
+            seq += flush
+        out += [(at, dev, 0, act, r, s_, n_, 0, 0) for act, r, s_, n_ in seq]
+    return np.array(out, dtype=np.int64).T.reshape(9, -1)
+
+
 def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int,
            chunks: list[EventChunk] | None = None) -> EventTable:
     """The recorded events as an EventTable: ``chunks`` are the compiled engine's (whose
@@ -1107,8 +1172,15 @@ def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int
         one = one_chunk(chunks)
         top_q = np.sort(one[EV_TIME][(one[EV_ACT] == ACT_QUEUE)
                                      & (one[EV_DEV] == stack.top.dev)])
-        add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack,
-                               one[EV_TIME][np.newaxis, :], policy.sched_wakeup, top_q)
+        fs_before = bios.meta.get("fs_before")
+        if stack.top.kind == "loop" and fs_before is not None and stack.top.members:
+            loop_devs = [stack.top.dev, stack.top.members[0].dev]
+            add = loop_fs_rows(np.asarray(extra, np.int64), np.asarray(fs_before, np.int64),
+                               stack, np.sort(one[EV_TIME][(one[EV_ACT] == ACT_ISSUE)
+                                                           & np.isin(one[EV_DEV], loop_devs)]))
+        else:
+            add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack,
+                                   one[EV_TIME][np.newaxis, :], policy.sched_wakeup, top_q)
         if add.shape[1]:
             # the metadata rows go before the engine's rows of the same time
             t = np.concatenate([add[EV_TIME], one[EV_TIME]])

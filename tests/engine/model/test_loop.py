@@ -278,3 +278,20 @@ def test_without_direct_io_every_write_on_the_disk_is_replayed_from_the_trace() 
     assert _issued(pred, VDA) == [(100000, 1024, True), (1160, 8, True)]
     direct = stack_from_manifest(_manifest())
     assert bios_from_table(table, LOOP, stack=direct).meta["md_meta"][2].tolist() == [1160]
+
+
+def test_a_metadata_read_before_the_first_loop_read_is_replayed_first() -> None:
+    """ext4 reading an extent tree block (REQ_META) on the first access to the file: outside
+    the file's blocks, so the file system's own; it comes before the loop I/O it served."""
+    Q, D = ACT_QUEUE, ACT_ISSUE
+    rows = [(1000, LOOP, Q, "R", 0, 1024), (1001, LOOP, ACT_GETRQ, "R", 0, 1024),
+            (1002, LOOP, D, "R", 0, 1024), (1003, VDA, Q, "RM", 263176, 8),
+            (1004, VDA, D, "RM", 263176, 8), (1010, VDA, ACT_COMPLETE, "RM", 263176, 8),
+            (1011, VDA, Q, "R", 100000, 1024), (1012, VDA, D, "R", 100000, 1024),
+            (1020, VDA, ACT_COMPLETE, "R", 100000, 1024),
+            (1021, LOOP, ACT_COMPLETE, "R", 0, 1024)]
+    table = _trace(rows)
+    st = stack_from_manifest(_manifest())
+    pred = replay(bios_from_table(table, LOOP, stack=st), st, preset_for_kernel("6.12.117"),
+                  engine="python")
+    assert _issued(pred, VDA) == [(263176, 8, False), (100000, 1024, False)]
