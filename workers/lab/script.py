@@ -236,6 +236,12 @@ def _case_body(case: Case) -> str:
         '    dmsetup table 2>/dev/null | grep ":" > "$OUT/dm_table.txt" || rm -f "$OUT/dm_table.txt"',
         *[f'    {{ {_subst(c, values)}; }} > "$OUT/{f}" 2>&1' for f, c in st.records],
         '    sync; echo 3 > /proc/sys/vm/drop_caches',
+        # md raid4/5/6 keeps what its stripe_heads read (udev's probe of the new array, the
+        # degraded rows it reconstructed) in the stripe cache: empty it as drop_caches empties
+        # the page cache, by shrinking it to the smallest size and back
+        # (raid5_set_cache_size -> drop_one_stripe frees inactive stripe_heads and their pages)
+        '    SC=/sys/block/md0/md/stripe_cache_size; if [ -w $SC ]; then read -r v < $SC;'
+        ' echo 17 > $SC; echo $v > $SC; fi 2>/dev/null',
         f'    say "case {case.name} tracing {" ".join(trace_devs)}"',
         '    BTARGS=""; for n in $NAMES; do BTARGS="$BTARGS -d /dev/$n"; done',
         "    wait_gone $NAMES",

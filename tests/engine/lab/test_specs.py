@@ -263,3 +263,22 @@ restore_defaults
     assert (queue / "nr_requests").read_text().strip() == "256"  # the first value, not 4
     assert order.read_text().split() == ["001.vda.nr_requests", "000.vda.scheduler"]
     assert not list(saved.iterdir())
+
+
+def test_md_stripe_cache_is_emptied_before_tracing(tmp_path: Path) -> None:
+    """The guest shrinks md's stripe cache to its minimum and back before the trace starts
+    (what udev's probe read stays out of the traced degraded reads), keeping the case's size."""
+    script = guest_script([Case.make("deg", "raid5:disks=4,chunk=64k,degraded=1",
+                                     "dd bs=1M count=4 iflag=direct",
+                                     ["md_stripe_cache_size=4096"])], disks=4)
+    line = next(x for x in script.splitlines() if "stripe_cache_size; if" in x)
+    assert script.index(line) < script.index("blktrace -b")
+    assert script.index("echo 4096 > /sys/block/md0/md/stripe_cache_size") < script.index(line)
+    sc, log = tmp_path / "stripe_cache_size", tmp_path / "log"
+    sc.write_text("4096\n")
+    body = (f'echo() {{ builtin echo "$@" >> {log}; builtin echo "$@"; }}\n'
+            + line.replace("/sys/block/md0/md/stripe_cache_size", str(sc)))
+    proc = subprocess.run(["bash", "-c", body], text=True, capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    assert log.read_text().split() == ["17", "4096"]
+    assert sc.read_text().strip() == "4096"
