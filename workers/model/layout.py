@@ -33,9 +33,9 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from workers.events import ACT_REMAP, ACT_SPLIT, RWBS_DISCARD, RWBS_SECURE, EventTable
+from workers.events import ACT_REMAP, ACT_SPLIT, EventTable
 from workers.model.limits import QueueLimits
-from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, get_max_io_size, op_from_rwbs
+from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, max_io_sizes, op_from_rwbs
 
 #: Bytes of a page: the run of memory one bvec holds when no two pages of a buffer are adjacent.
 PAGE_BYTES = 4096
@@ -74,7 +74,11 @@ def split_evidence(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int
         want |= (act == ACT_REMAP) & (table.nr_sectors > 0)
     nr = table.nr_sectors.astype(np.int64)
     src = table.aux2.astype(np.int64)
-    # per device: recent bios as (start, end, top Q index, byte offset of start in the top bio)
+    # where a bio (or a split's remainder) starts: (device, sector) -> (top Q index, byte offset
+    # in the top bio); an X is looked up here first (its front starts where its bio does)
+    starts: dict[tuple[int, int], tuple[int, int]] = {}
+    # per device: recent bios as (start, end, top Q index, byte offset of start in the top bio),
+    # for a remap from the middle of a bio above (kept only when a member splits)
     recent: dict[int, list[tuple[int, int, int, int]]] = {}
     out: list[tuple[int, int, int, int, int, int]] = []
 
@@ -87,9 +91,12 @@ def split_evidence(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int
                 return q, off + ((s - start) << 9)
         return None
 
-    def add(d: int, entry: tuple[int, int, int, int]) -> None:
+    def add(d: int, s: int, end: int, q: int, off: int) -> None:
+        starts[(d, s)] = (q, off)
+        if not below:
+            return
         lst = recent.setdefault(d, [])
-        lst.append(entry)
+        lst.append((s, end, q, off))
         if len(lst) > 2 * _RECENT:
             del lst[:_RECENT]
 
@@ -97,15 +104,17 @@ def split_evidence(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int
     for r in np.flatnonzero(want).tolist():
         d, s = int(dev[r]), int(sec[r])
         if qpos[r] >= 0:
-            add(d, (s, s + int(nr[r]), int(qpos[r]), 0))
+            add(d, s, s + int(nr[r]), int(qpos[r]), 0)
         elif act[r] == ACT_REMAP:
             hit = find(int(src[r]), int(aux[r]))
             if hit is not None:
-                add(d, (s, s + int(nr[r]), hit[0], hit[1]))
+                add(d, s, s + int(nr[r]), hit[0], hit[1])
         else:  # an X
-            hit = find(d, s)
+            hit = starts.pop((d, s), None) or find(d, s)
             if hit is not None:
-                out.append((hit[0], d, s, int(aux[r]) - s, hit[1], int(rwbs[r])))
+                new = int(aux[r])
+                out.append((hit[0], d, s, new - s, hit[1], int(rwbs[r])))
+                starts[(d, new)] = (hit[0], hit[1] + ((new - s) << 9))
     if not out:
         return np.zeros((0, 6), dtype=np.int64)
     return np.array(out, dtype=np.int64)
@@ -138,33 +147,59 @@ def layouts_from_evidence(evidence: npt.NDArray[np.int64], nr_sectors: npt.NDArr
     reads and writes only (``bio_split_discard`` does not count segments). Bios with no such cut
     keep the uniform model (none is returned for them).
     """
-    pieces: dict[int, list[tuple[int, int, int]]] = {}
-    for q, d, s, f, off, rw in evidence.tolist():
-        lim = limits.get(d)
-        if lim is None or rw & (RWBS_DISCARD | RWBS_SECURE):
+    ev = np.asarray(evidence, dtype=np.int64).reshape(-1, 6)
+    rw = ev[:, EV_RWBS]
+    ops = _ops_of(rw)
+    keep = np.zeros(len(ev), dtype=bool)
+    segs = np.zeros(len(ev), dtype=np.int64)
+    for d in np.unique(ev[:, EV_DEV]).tolist():
+        lim = limits.get(int(d))
+        if lim is None:
             continue
-        op = op_from_rwbs(rw)
-        if op not in (OP_READ, OP_WRITE) or f >= get_max_io_size(s, lim, op):
-            continue
+        m = (ev[:, EV_DEV] == d) & ((ops == OP_READ) | (ops == OP_WRITE))
+        nbytes = ev[m, EV_FRONT] << 9
         # max_segments segments hold at least a page each (the buffer is page-aligned, each
         # bvec at least one page unless max_segment_size is smaller) and at most
         # max_segment_size: a cut outside that is no segment cut
-        if not lim.max_segments * min(PAGE_BYTES, lim.max_segment_size) <= (f << 9) <= \
-                lim.max_segments * lim.max_segment_size:
-            continue
-        pieces.setdefault(q, []).append((off, off + (f << 9), lim.max_segments))
+        ok = (ev[m, EV_FRONT] < max_io_sizes(ev[m, EV_SECTOR], lim, ops[m])) & \
+            (nbytes >= lim.max_segments * min(PAGE_BYTES, lim.max_segment_size)) & \
+            (nbytes <= lim.max_segments * lim.max_segment_size)
+        idx = np.flatnonzero(m)[ok]
+        keep[idx] = True
+        segs[idx] = lim.max_segments
+    pieces: dict[int, list[tuple[int, int, int]]] = {}
+    for q, f, off, sg in zip(ev[keep, EV_Q].tolist(), ev[keep, EV_FRONT].tolist(),
+                             ev[keep, EV_OFF].tolist(), segs[keep].tolist()):
+        pieces.setdefault(q, []).append((off, off + (f << 9), sg))
     out: dict[int, MemoryLayout] = {}
+    # a dd reuses one buffer: its bios share their cuts, and their layout is built once
+    made: dict[tuple[int, tuple[tuple[int, int, int], ...]], MemoryLayout] = {}
     for q, cuts in pieces.items():
         total = int(nr_sectors[q]) << 9
-        least = min(c[2] for c in cuts)
-        runs: list[int] = []
-        pos = 0
-        for start, end, segs in sorted(set(cuts)):
-            if start < pos or end > total:
-                continue  # overlaps a cut already taken (two members of a mirror)
-            runs += _pages(start - pos, least)
-            runs += _spread(end - start, segs)
-            pos = end
-        runs += _pages(total - pos, least)
-        out[q] = MemoryLayout(tuple(np.cumsum(runs).tolist()))
+        key = (total, tuple(sorted(set(cuts))))
+        lay = made.get(key)
+        if lay is None:
+            lay = made[key] = _layout(total, key[1])
+        out[q] = lay
     return out
+
+
+def _ops_of(rwbs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """:func:`op_from_rwbs` of every row (once per distinct bit set)."""
+    uniq, inv = np.unique(rwbs, return_inverse=True)
+    return np.array([op_from_rwbs(int(r)) for r in uniq.tolist()], dtype=np.int64)[inv]
+
+
+def _layout(total: int, cuts: tuple[tuple[int, int, int], ...]) -> MemoryLayout:
+    """Runs of a ``total``-byte bio with segment cuts (start, end, max_segments), sorted."""
+    least = min(c[2] for c in cuts)
+    runs: list[int] = []
+    pos = 0
+    for start, end, segs in cuts:
+        if start < pos or end > total:
+            continue  # overlaps a cut already taken (two members of a mirror)
+        runs += _pages(start - pos, least)
+        runs += _spread(end - start, segs)
+        pos = end
+    runs += _pages(total - pos, least)
+    return MemoryLayout(tuple(np.cumsum(runs).tolist()))

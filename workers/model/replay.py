@@ -832,6 +832,15 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             if bios.top_dev is not None:
                 lims[bios.top_dev] = eng.limits[top]
             layouts = layouts_from_evidence(np.asarray(evidence, np.int64), nr, lims)
+            # equal runs are the seg_bytes model, which the compiled engine also runs
+            run_of = {id(lay): lay.uniform() for lay in layouts.values()}
+            uniform = {i: run_of[id(lay)] for i, lay in layouts.items()}
+            if any(uniform.values()):
+                seg = seg.copy()
+                for i, run in uniform.items():
+                    if run:
+                        seg[i] = run
+                        del layouts[i]
     if engine not in ("auto", "python", "fast"):
         raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
     if engine != "python":

@@ -131,6 +131,15 @@ class MemoryLayout:
 
     ends: tuple[int, ...]
 
+    def uniform(self) -> int:
+        """The run length when every run has it (the ``seg_bytes`` model then says the same:
+        runs of that length from the bio's first byte on), else 0."""
+        if not self.ends:
+            return 0
+        first = self.ends[0]
+        ok = all(b - a == first for a, b in zip(self.ends, self.ends[1:]))
+        return first if ok else 0
+
     def reach(self, offset_bytes: int, max_segments: int, max_segment_size: int) -> int:
         """Bytes from ``offset_bytes`` that ``max_segments`` segments cover (``bvec_split_segs``
         walking the bvecs until ``nsegs`` reaches ``max_segments``)."""
@@ -293,6 +302,12 @@ def _vec_max_io(sector: npt.NDArray[np.int64], lim: QueueLimits,
     end = (start + max_sectors) - (start + max_sectors) % pbs
     lbs = lim.lbs_sectors
     return np.where(end > start, end - start, max_sectors - max_sectors % lbs)
+
+
+def max_io_sizes(sector: npt.NDArray[np.int64], lim: QueueLimits,
+                 op: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """:func:`get_max_io_size` over arrays of sectors and ops."""
+    return _vec_max_io(np.asarray(sector, np.int64), lim, np.asarray(op, np.int64))
 
 
 def _vec_segment_reach(off: npt.NDArray[np.int64], lim: QueueLimits,

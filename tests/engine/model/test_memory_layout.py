@@ -154,3 +154,17 @@ def test_a_trace_top_with_another_device_number_is_the_stacks_top():
     got = _issued(replay(bios_from_table(t, dev), stack, preset_for_kernel("6.12")),
                   stack.top.dev)
     assert got == [(0, 512), (512, 496), (1008, 496), (1504, 496), (2000, 48)]
+
+
+def test_equal_runs_are_the_seg_bytes_model():
+    """A layout of equal runs is replayed as seg_bytes (the compiled engine's model too), with
+    the same requests as its own runs would give."""
+    assert _runs([PAGE] * 8).uniform() == PAGE
+    assert _runs([PAGE, 2 * PAGE]).uniform() == 0
+    stack = stack_from_spec("disk:max_segments=62,max_sectors_kb=1280")
+    dev = stack.top.dev
+    cuts = [(dev, 0, 496, 0), (dev, 496, 496, 496 << 9), (dev, 992, 496, 992 << 9),
+            (dev, 1488, 496, 1488 << 9)]
+    table = replay(_stream(cuts), stack, preset_for_kernel("6.12"))
+    assert _issued(table, dev)[:5] == [(0, 496), (496, 496), (992, 496), (1488, 496),
+                                       (1984, 64)]
