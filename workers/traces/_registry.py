@@ -38,6 +38,9 @@ class ParsedPart:
     summary_kind: str | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: a byte range of a binary file (:mod:`workers.traces.byterange`): where it starts and
+    #: stops and what its ranges add up to the whole file's warnings with; None for a file
+    byte_range: dict[str, Any] | None = None
 
     @property
     def events(self) -> int:

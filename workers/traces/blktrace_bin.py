@@ -181,22 +181,25 @@ def _resync(b: Any, start: int, be: bool, version: int) -> int:
 
 @numba.njit(inline="always")
 def _walk_body(b: Any, be: bool, version: int, strict: bool,
-               regions: Any) -> tuple[int, int, int, int, int, int]:
+               regions: Any, start: int, stop: int) -> tuple[int, int, int, int, int, int]:
     """Pass 1: validate the record chain; count events and notes; find corrupt regions.
 
     Without ``strict``, a damaged region is skipped and recorded in ``regions`` as a row
     (offset, bytes skipped, REGION_* kind, pdu_len or the bad magic); with ``strict`` it is an
-    error. Returns (status, n_events, n_notes, error_offset, error_value, regions used).
+    error. Returns (status, n_events, n_notes, error_offset, error_value, regions used); on
+    success error_offset is where the walk stopped: the first record start at or after
+    ``stop`` (the buffer's end for a whole file; a byte range's next boundary, see
+    :mod:`workers.traces.byterange`, which walks the records starting in [start, stop)).
     """
     n = b.shape[0]
     hdr = 48 if version == 7 else 64
     pdu_off = 46 if version == 7 else 50
     act_off = 28 if version == 7 else 32
-    pos = 0
+    pos = start
     n_events = 0
     n_notes = 0
     nreg = 0
-    while pos < n:
+    while pos < stop:
         if pos + hdr > n:
             return _TRUNC_HEADER, n_events, n_notes, pos, n - pos, nreg
         magic = _rd32(b, pos, be)
@@ -255,7 +258,7 @@ def _walk_body(b: Any, be: bool, version: int, strict: bool,
         else:
             n_events += 1
         pos = end
-    return _OK, n_events, n_notes, 0, 0, nreg
+    return _OK, n_events, n_notes, pos, 0, nreg
 
 
 @numba.njit(inline="always")
@@ -263,8 +266,11 @@ def _decode_body(b: Any, be: bool, version: int,
                  time_ns: Any, seq: Any, dev: Any, cpu: Any, pid: Any, action: Any, rwbs: Any,
                  sector: Any, nr_sectors: Any, aux: Any, aux2: Any, error: Any,
                  note_off: Any, note_kind: Any, note_row: Any, info: Any, regions: Any,
-                 nreg: int) -> tuple[int, int]:
+                 nreg: int, start: int, stop: int) -> tuple[int, int]:
     """Pass 2: fill the columns. Returns (events written, unknown actions dropped).
+
+    Decodes the records starting in [start, stop) (the whole buffer, or a byte range whose
+    chain pass 1 followed).
 
     The first ``nreg`` rows of ``regions`` (pass 1's corrupt regions, in file order) are
     jumped over; sequence tracking starts afresh after each.
@@ -274,7 +280,6 @@ def _decode_body(b: Any, be: bool, version: int,
     the first record after a gap, its device, cpu, sequence before, sequence after, offset of
     the first record with cpu > 65535 or -1].
     """
-    n = b.shape[0]
     v2 = version == 8
     hdr = 64 if v2 else 48
     k = 0
@@ -291,7 +296,8 @@ def _decode_body(b: Any, be: bool, version: int,
     info[0] = 0
     info[6] = -1
     r = 0
-    while pos < n:
+    pos = start
+    while pos < stop:
         if r < nreg and pos == regions[r, 0]:
             pos += regions[r, 1]
             r += 1
@@ -465,63 +471,67 @@ def _gather_comm(pid: Any, lut: Any, out: Any) -> None:
 # folds the branches and merges the byte loads into single (byte-swapped) loads, ~8x faster
 # than one function taking them as runtime arguments.
 @numba.njit(cache=True)
-def _walk_le7(b: Any, strict: bool, regions: Any) -> tuple[int, int, int, int, int, int]:
-    return _walk_body(b, False, 7, strict, regions)
+def _walk_le7(b: Any, strict: bool, regions: Any, start: int,
+              stop: int) -> tuple[int, int, int, int, int, int]:
+    return _walk_body(b, False, 7, strict, regions, start, stop)
 
 
 @numba.njit(cache=True)
-def _walk_be7(b: Any, strict: bool, regions: Any) -> tuple[int, int, int, int, int, int]:
-    return _walk_body(b, True, 7, strict, regions)
+def _walk_be7(b: Any, strict: bool, regions: Any, start: int,
+              stop: int) -> tuple[int, int, int, int, int, int]:
+    return _walk_body(b, True, 7, strict, regions, start, stop)
 
 
 @numba.njit(cache=True)
-def _walk_le8(b: Any, strict: bool, regions: Any) -> tuple[int, int, int, int, int, int]:
-    return _walk_body(b, False, 8, strict, regions)
+def _walk_le8(b: Any, strict: bool, regions: Any, start: int,
+              stop: int) -> tuple[int, int, int, int, int, int]:
+    return _walk_body(b, False, 8, strict, regions, start, stop)
 
 
 @numba.njit(cache=True)
-def _walk_be8(b: Any, strict: bool, regions: Any) -> tuple[int, int, int, int, int, int]:
-    return _walk_body(b, True, 8, strict, regions)
+def _walk_be8(b: Any, strict: bool, regions: Any, start: int,
+              stop: int) -> tuple[int, int, int, int, int, int]:
+    return _walk_body(b, True, 8, strict, regions, start, stop)
 
 
 @numba.njit(cache=True)
 def _decode_le7(b: Any, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid: Any, action: Any,
                 rwbs: Any, sector: Any, nr_sectors: Any, aux: Any, aux2: Any, error: Any,
                 note_off: Any, note_kind: Any, note_row: Any, info: Any, regions: Any,
-                nreg: int) -> tuple[int, int]:
+                nreg: int, start: int, stop: int) -> tuple[int, int]:
     return _decode_body(b, False, 7, time_ns, seq, dev, cpu, pid, action, rwbs, sector,
                         nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info,
-                        regions, nreg)
+                        regions, nreg, start, stop)
 
 
 @numba.njit(cache=True)
 def _decode_be7(b: Any, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid: Any, action: Any,
                 rwbs: Any, sector: Any, nr_sectors: Any, aux: Any, aux2: Any, error: Any,
                 note_off: Any, note_kind: Any, note_row: Any, info: Any, regions: Any,
-                nreg: int) -> tuple[int, int]:
+                nreg: int, start: int, stop: int) -> tuple[int, int]:
     return _decode_body(b, True, 7, time_ns, seq, dev, cpu, pid, action, rwbs, sector,
                         nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info,
-                        regions, nreg)
+                        regions, nreg, start, stop)
 
 
 @numba.njit(cache=True)
 def _decode_le8(b: Any, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid: Any, action: Any,
                 rwbs: Any, sector: Any, nr_sectors: Any, aux: Any, aux2: Any, error: Any,
                 note_off: Any, note_kind: Any, note_row: Any, info: Any, regions: Any,
-                nreg: int) -> tuple[int, int]:
+                nreg: int, start: int, stop: int) -> tuple[int, int]:
     return _decode_body(b, False, 8, time_ns, seq, dev, cpu, pid, action, rwbs, sector,
                         nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info,
-                        regions, nreg)
+                        regions, nreg, start, stop)
 
 
 @numba.njit(cache=True)
 def _decode_be8(b: Any, time_ns: Any, seq: Any, dev: Any, cpu: Any, pid: Any, action: Any,
                 rwbs: Any, sector: Any, nr_sectors: Any, aux: Any, aux2: Any, error: Any,
                 note_off: Any, note_kind: Any, note_row: Any, info: Any, regions: Any,
-                nreg: int) -> tuple[int, int]:
+                nreg: int, start: int, stop: int) -> tuple[int, int]:
     return _decode_body(b, True, 8, time_ns, seq, dev, cpu, pid, action, rwbs, sector,
                         nr_sectors, aux, aux2, error, note_off, note_kind, note_row, info,
-                        regions, nreg)
+                        regions, nreg, start, stop)
 
 
 _WALK = {(False, 7): _walk_le7, (True, 7): _walk_be7, (False, 8): _walk_le8,
@@ -531,14 +541,18 @@ _DECODE = {(False, 7): _decode_le7, (True, 7): _decode_be7, (False, 8): _decode_
 
 
 def _walk(b: Any, be: bool, version: int, strict: bool = False,
-          regions: Any = None) -> tuple[int, int, int, int, int, int]:
+          regions: Any = None, start: int = 0,
+          stop: int | None = None) -> tuple[int, int, int, int, int, int]:
     """Pass 1 (see :func:`_walk_body`) for one byte order and version."""
     if regions is None:
         regions = np.zeros((MAX_REGIONS, 4), np.int64)
-    return _WALK[(bool(be), int(version))](b, bool(strict), regions)  # type: ignore[no-any-return]
+    end = len(b) if stop is None else int(stop)
+    return _WALK[(bool(be), int(version))](  # type: ignore[no-any-return]
+        b, bool(strict), regions, int(start), end)
 
 
-def walk_records_py(data: bytes, big: bool, version: int, strict: bool = False
+def walk_records_py(data: bytes, big: bool, version: int, strict: bool = False, *,
+                    start: int = 0, stop: int | None = None
                     ) -> tuple[int, int, int, int, int, list[tuple[int, int, int, int]]]:
     """Readable Python twin of the compiled first pass (:func:`_walk_body`).
 
@@ -579,8 +593,8 @@ def walk_records_py(data: bytes, big: bool, version: int, strict: bool = False
 
     regions: list[tuple[int, int, int, int]] = []
     events = notes = 0
-    pos = 0
-    while pos < n:
+    pos = start
+    while pos < (n if stop is None else stop):
         if pos + hdr > n:
             return _TRUNC_HEADER, events, notes, pos, n - pos, regions
         magic = u32(pos)
@@ -620,7 +634,7 @@ def walk_records_py(data: bytes, big: bool, version: int, strict: bool = False
         else:
             events += 1
         pos = end
-    return _OK, events, notes, 0, 0, regions
+    return _OK, events, notes, pos, 0, regions
 
 
 @numba.njit(cache=True)
@@ -770,20 +784,99 @@ def _region_report(label: str, row: tuple[int, int, int, int], size: int
              "skipped_bytes": skipped})
 
 
-def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str,
-                  strict: bool = False) -> RawBlktrace:
-    big, version = _byte_order(buf, label)
+@dataclass
+class FileFacts:
+    """What a file's warnings and diagnostics are made of, gathered over the whole file.
+
+    The whole-file parse fills it from its two passes; a file parsed as byte ranges
+    (:mod:`workers.traces.byterange`) adds up the ranges' facts, and both then call
+    :func:`file_notes`, so the texts are the same by construction.
+    """
+
+    size: int
+    rows: int
+    #: corrupt regions in file order: (offset, bytes skipped, REGION_* kind, value)
+    regions: list[tuple[int, int, int, int]]
+    #: records with unknown action codes dropped
+    dropped: int
+    #: cpus of the non-message rows (only needed for a per-CPU file name)
+    cpus: list[int]
+    #: sequence gaps: (count, offset, header device, cpu, sequence before, after) of the first
+    gaps: tuple[int, int, int, int, int, int]
+
+
+def file_notes(label: str, basename: str, facts: FileFacts
+               ) -> tuple[list[str], list[dict[str, Any]]]:
+    """The warnings and diagnostics of one binary file, in the parser's order: unknown
+    actions, corrupt regions, records of other cpus in a per-CPU file, sequence gaps."""
+    warnings: list[str] = []
+    diagnostics: list[dict[str, Any]] = []
+    if facts.dropped:
+        warnings.append(f"{label}: {facts.dropped} records with unknown action codes skipped "
+                        "(blkparse prints 'Bad fs action')")
+    for region in facts.regions:
+        text, diag = _region_report(label, region, facts.size)
+        warnings.append(text)
+        diagnostics.append(diag)
+    mo = re.search(r"\.blktrace\.(\d+)$", basename)
+    if mo and facts.rows:
+        want = int(mo.group(1))
+        other = [c for c in facts.cpus if c != want]
+        if other:
+            warnings.append(
+                f"{label}: records of cpu {', '.join(str(int(c)) for c in other[:4])} in the "
+                f"file for cpu {want} (a merged stream under a per-CPU name; blkparse -i NAME "
+                f"prints 'cpu {want} trace info has error'); read as a merged stream")
+    if facts.gaps[0]:
+        n_gaps, off, dev_v, cpu_v, prev_seq, next_seq = facts.gaps
+        reason = (f"sequence gap on {dev_v >> 20},{dev_v & 0xFFFFF} cpu {cpu_v} "
+                  f"({prev_seq} -> {next_seq}); {n_gaps} gap(s) in this file: the relay "
+                  "buffer dropped events (blkparse does not report this)")
+        warnings.append(f"{label}, byte {off}: {reason}")
+        diagnostics.append({"file": label, "offset": off, "reason": reason,
+                            "kind": "sequence_gap", "gaps": n_gaps})
+    return warnings, diagnostics
+
+
+@dataclass
+class Decoded:
+    """The records starting in [start, stop) of a buffer, decoded (offsets are the file's)."""
+
+    raw: RawBlktrace
+    #: where pass 1 stopped: the first record start at or after ``stop``
+    end: int
+    regions: list[tuple[int, int, int, int]]
+    dropped: int
+    #: pass 2's sequence check: gap count, offset of the first gap, header device, cpu,
+    #: sequence before, after (from an empty table at ``start``)
+    gaps: tuple[int, int, int, int, int, int]
+
+
+def decode_records(buf: npt.NDArray[np.uint8], label: str, big: bool, version: int, *,
+                   strict: bool = False, start: int = 0, stop: int | None = None,
+                   base: int = 0, size: int | None = None) -> Decoded:
+    """Both passes over the records starting in [start, stop) of ``buf``, which holds the
+    file's bytes from offset ``base`` (offsets in the result and in errors are the file's;
+    ``start``/``stop`` are the buffer's). No warnings yet: :func:`file_notes` makes them.
+
+    Raises:
+        ParseError: as :func:`parse_blktrace_raw` (walk errors, too much damage, a cpu number
+            above 65535).
+    """
     regions = np.zeros((MAX_REGIONS, 4), np.int64)
+    end_at = len(buf) if stop is None else int(stop)
+    total = len(buf) + base if size is None else size
     status, n_events, n_notes, err_off, err_val, nreg = _walk(buf, big, version, strict,
-                                                              regions)
+                                                              regions, start, end_at)
     if status != _OK:
-        raise _walk_error(label, int(status), int(err_off), int(err_val), version, len(buf))
+        raise _walk_error(label, int(status), int(err_off) + base, int(err_val), version,
+                          total)
     nreg = int(nreg)
-    region_rows = [(int(regions[i, 0]), int(regions[i, 1]), int(regions[i, 2]),
+    region_rows = [(int(regions[i, 0]) + base, int(regions[i, 1]), int(regions[i, 2]),
                     int(regions[i, 3])) for i in range(nreg)]
     skipped_total = sum(r[1] for r in region_rows)
-    if skipped_total * 2 > len(buf):
-        raise ParseError(label, f"{skipped_total} of {len(buf)} bytes are corrupt (first "
+    if skipped_total * 2 > total:
+        raise ParseError(label, f"{skipped_total} of {total} bytes are corrupt (first "
                                 f"damage at byte {region_rows[0][0]}): not a usable blktrace",
                          offset=region_rows[0][0])
     cols: dict[str, npt.NDArray[Any]] = {
@@ -807,11 +900,11 @@ def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str,
     k, dropped = _DECODE[(big, version)](
         buf, cols["time_ns"], cols["seq"], cols["dev"], cols["cpu"], cols["pid"],
         cols["action"], cols["rwbs"], cols["sector"], cols["nr_sectors"], cols["aux"],
-        cols["aux2"], cols["error"], note_off, note_kind, note_row, info, regions, nreg)
+        cols["aux2"], cols["error"], note_off, note_kind, note_row, info, regions, nreg,
+        int(start), end_at)
     if info[6] >= 0:
         raise ParseError(label, "cpu number above 65535 in a record (corrupt data)",
-                         offset=int(info[6]))
-    warnings: list[str] = []
+                         offset=int(info[6]) + base)
     hdr = HDR_V1 if version == VERSION_V1 else HDR_V2
     processes: list[tuple[int, int, str]] = []
     timestamps: list[tuple[int, int, int]] = []
@@ -827,8 +920,8 @@ def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str,
         pdu_len = int.from_bytes(head[pdu_off:pdu_off + 2], "big" if big else "little")
         act_off = 32 if version == VERSION_V2 else 28
         act = int.from_bytes(head[act_off:act_off + 4], "big" if big else "little")
-        start = off + hdr + (8 if act & TA_CGROUP else 0)
-        payload = bytes(buf[start:off + hdr + pdu_len])
+        start_pdu = off + hdr + (8 if act & TA_CGROUP else 0)
+        payload = bytes(buf[start_pdu:off + hdr + pdu_len])
         if kind == TN_PROCESS:
             comm = payload.split(b"\x00", 1)[0].decode("utf-8", errors="replace")
             processes.append((t, pidv, comm))
@@ -842,8 +935,6 @@ def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str,
     keep: npt.NDArray[np.bool_] | None = None
     if dropped:
         keep = cols["action"] != 0
-        warnings.append(f"{label}: {dropped} records with unknown action codes skipped "
-                        "(blkparse prints 'Bad fs action')")
     # genesis candidates: events and messages (PROCESS/TIMESTAMP notes are excluded)
     times = cols["time_ns"]
     if keep is not None:
@@ -872,31 +963,31 @@ def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str,
         table = table.take(np.flatnonzero(keep))
         remap_rows = np.cumsum(keep) - 1
         messages = {int(remap_rows[r]): txt for r, txt in messages.items()}
-    diagnostics: list[dict[str, Any]] = []
-    for region in region_rows:
-        text, diag = _region_report(label, region, len(buf))
-        warnings.append(text)
-        diagnostics.append(diag)
-    mo = re.search(r"\.blktrace\.(\d+)$", basename)
-    if mo and len(table):
-        want = int(mo.group(1))
-        other = np.unique(table.cpu[(table.cpu != want) & (table.action != ACT_MESSAGE)])
-        if len(other):
-            warnings.append(
-                f"{label}: records of cpu {', '.join(str(int(c)) for c in other[:4])} in the "
-                f"file for cpu {want} (a merged stream under a per-CPU name; blkparse -i NAME "
-                f"prints 'cpu {want} trace info has error'); read as a merged stream")
-    if info[0]:
-        n_gaps, off, dev_v, cpu_v, prev_seq, next_seq = (int(x) for x in info[:6])
-        reason = (f"sequence gap on {dev_v >> 20},{dev_v & 0xFFFFF} cpu {cpu_v} "
-                  f"({prev_seq} -> {next_seq}); {n_gaps} gap(s) in this file: the relay "
-                  "buffer dropped events (blkparse does not report this)")
-        warnings.append(f"{label}, byte {off}: {reason}")
-        diagnostics.append({"file": label, "offset": off, "reason": reason,
-                            "kind": "sequence_gap", "gaps": n_gaps})
-    return RawBlktrace(name=label, table=table, processes=processes, timestamps=timestamps,
-                       messages=messages, warnings=warnings, version=version, big_endian=big,
-                       genesis=genesis, diagnostics=diagnostics)
+    gaps = (int(info[0]), int(info[1]) + (base if info[0] else 0), int(info[2]), int(info[3]),
+            int(info[4]), int(info[5]))
+    raw = RawBlktrace(name=label, table=table, processes=processes, timestamps=timestamps,
+                      messages=messages, version=version, big_endian=big, genesis=genesis)
+    return Decoded(raw=raw, end=int(err_off) + base, regions=region_rows,
+                   dropped=int(dropped), gaps=gaps)
+
+
+def row_cpus(table: EventTable) -> list[int]:
+    """The cpus of a table's non-message rows, sorted (:attr:`FileFacts.cpus`)."""
+    return [int(c) for c in np.unique(table.cpu[table.action != ACT_MESSAGE])]
+
+
+def _parse_buffer(buf: npt.NDArray[np.uint8], label: str, basename: str,
+                  strict: bool = False) -> RawBlktrace:
+    big, version = _byte_order(buf, label)
+    dec = decode_records(buf, label, big, version, strict=strict)
+    raw = dec.raw
+    per_cpu = re.search(r"\.blktrace\.(\d+)$", basename) is not None
+    facts = FileFacts(size=len(buf), rows=len(raw.table), regions=dec.regions,
+                      dropped=dec.dropped,
+                      cpus=row_cpus(raw.table) if per_cpu and len(raw.table) else [],
+                      gaps=dec.gaps)
+    raw.warnings, raw.diagnostics = file_notes(label, basename, facts)
+    return raw
 
 
 def comm_map(processes: Iterable[Iterable[tuple[Any, int, str]]]

@@ -109,12 +109,15 @@ def _raw_to_json(raw: Any) -> dict[str, Any] | None:
             "version": raw.version, "big_endian": raw.big_endian, "genesis": raw.genesis}
 
 
+def _part_header_json(part: ParsedPart) -> dict[str, Any]:
+    return {"name": part.name, "fmt": part.fmt, "binary": part.binary,
+            "summary_kind": part.summary_kind, "rows": part.rows,
+            "warnings": list(part.warnings), "raw": _raw_to_json(part.raw),
+            "table": part.table is not None, "range": part.byte_range}
+
+
 def _part_header(part: ParsedPart) -> bytes:
-    header = {"name": part.name, "fmt": part.fmt, "binary": part.binary,
-              "summary_kind": part.summary_kind, "rows": part.rows,
-              "warnings": list(part.warnings), "raw": _raw_to_json(part.raw),
-              "table": part.table is not None}
-    head = json.dumps(header).encode()
+    head = json.dumps(_part_header_json(part)).encode()
     return _MAGIC + struct.pack("<Q", len(head)) + head
 
 
@@ -149,7 +152,7 @@ def _part_from_header(header: dict[str, Any], table: EventTable | None) -> Parse
                           version=r["version"], big_endian=r["big_endian"], genesis=r["genesis"])
     return ParsedPart(header["name"], header["fmt"], table=table, binary=header["binary"],
                       raw=raw, summary_kind=header["summary_kind"], rows=header["rows"],
-                      warnings=list(header["warnings"]))
+                      warnings=list(header["warnings"]), byte_range=header.get("range"))
 
 
 def _read_header(fh: IO[bytes]) -> dict[str, Any]:
