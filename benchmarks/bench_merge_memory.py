@@ -1,13 +1,17 @@
 """Peak memory of each stage of the parallel ingest's data path, each in its own process.
 
     .venv/bin/python benchmarks/bench_merge_memory.py --events 100000000 --cpus 8
+    .venv/bin/python benchmarks/bench_merge_memory.py --events 20000000 --cpus 1 --range-mb 256
 
 Writes ``--cpus`` per-CPU binary files of ``--events`` events (bench_ingest_workers.write_trace),
 then runs, each in a fresh Python process so its peak RSS (VmHWM) is its own: every shard
 (parse, partials, part written to a local file: what the ``parse_shard`` task does), the
 chunked merge of the part files into a column store (``streammerge.ingest_stored``), the
 stored table file written from the store (``ColumnStore.save_npz``) and, when
-``workers.analyzers.stream`` exists, the chunked analysis.
+``workers.analyzers.stream`` exists, the chunked analysis. With ``--range-mb`` a file over that
+size is parsed as byte ranges (workers/traces/byterange.py), a shard each as the task runs it
+(the range fetched into a temporary file, parsed, partials, part written), and the merge
+chains the ranges' parts (``RangedPartFile``).
 No database, broker or S3: bench_ingest_workers.py measures the whole task path end to end.
 Prints one JSON line per stage (seconds, peak RSS in MB) and the load average.
 """
@@ -40,15 +44,44 @@ with open(out, 'wb') as fh:
 print(part.events, time.perf_counter() - t0, hwm())
 """
 
+RANGE = """
+import os, sys, time
+from benchmarks.bench_merge_memory import hwm
+from workers.analyzers.partial import partials_of
+from workers.traces.byterange import parse_range_fetched
+from workers.traces.shards import write_part
+t0 = time.perf_counter()
+path, out, i, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+name = path.rsplit('/', 1)[1]
+def fetch(offset, length, fh):
+    with open(path, 'rb') as src:
+        src.seek(offset)
+        left = length
+        while left:
+            data = src.read(min(left, 8 << 20))
+            fh.write(data)
+            left -= len(data)
+head = open(path, 'rb').read(4)
+part = parse_range_fetched(fetch, size=os.path.getsize(path), head=head, index=i, count=n,
+                           name=name, basename=name)
+partials = partials_of(part.table, anchor_ns=None)
+with open(out, 'wb') as fh:
+    write_part(part, fh)
+print(part.events, time.perf_counter() - t0, hwm())
+"""
+
 MERGE = """
-import sys, time
+import json, sys, time
 from benchmarks.bench_merge_memory import hwm
 from pathlib import Path
+from workers.traces.byterange import RangedPartFile
 from workers.traces.shards import PartFile
 from workers.traces.streammerge import ingest_stored
 t0 = time.perf_counter()
-n = int(sys.argv[1])
-paths, parts = sys.argv[2:2 + n], [PartFile(p) for p in sys.argv[2 + n:2 + 2 * n]]
+spec = json.loads(Path(sys.argv[1]).read_text())
+paths = [f for f, _ in spec]
+parts = [PartFile(p[0]) if len(p) == 1 else RangedPartFile([PartFile(x) for x in p])
+         for _, p in spec]
 out = Path(sys.argv[-1])
 names = [p.rsplit('/', 1)[1] for p in paths]
 st = ingest_stored(paths, names=names, strict=False, parts=dict(zip(names, parts)), out=out)
@@ -106,6 +139,10 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=8_000_000)
     ap.add_argument("--cpus", type=int, default=8)
     ap.add_argument("--dir", help="work directory (default: a temporary one, removed)")
+    ap.add_argument("--range-mb", type=float, default=-1,
+                    help="parse a file over this size as byte ranges of about this size "
+                         "(BLKREVIEW_SHARD_RANGE_MB); -1: every file whole")
+    ap.add_argument("--no-merge", action="store_true", help="the shards only")
     args = ap.parse_args()
     from benchmarks.bench_ingest_workers import write_trace
 
@@ -115,17 +152,34 @@ def main() -> int:
         files = write_trace(args.events, args.cpus, tmp)
         print(json.dumps({"stage": "write_trace", "seconds": round(time.perf_counter() - t0, 1),
                           "bytes": sum(f.stat().st_size for f in files)}), flush=True)
-        parts = []
+        from workers.traces.byterange import range_count
+
+        budget = int(args.range_mb * 1024 * 1024) if args.range_mb > 0 else -1
+        parts: list[list[Path]] = []
         for f in files:
-            p = tmp / (f.name + ".part")
-            stage(f"shard {f.name}", SHARD, [str(f), str(p)])
-            parts.append(p)
+            n = range_count(f.stat().st_size, budget)
+            if n == 1:
+                p = tmp / (f.name + ".part")
+                stage(f"shard {f.name}", SHARD, [str(f), str(p)])
+                parts.append([p])
+                continue
+            ranges = []
+            for i in range(n):
+                p = tmp / f"{f.name}.{i}of{n}.part"
+                stage(f"shard {f.name} range {i}/{n}", RANGE, [str(f), str(p), str(i), str(n)])
+                ranges.append(p)
+            parts.append(ranges)
+        if args.no_merge:
+            return 0
         return _merge(files, parts, tmp)
 
 
-def _merge(files: list[Path], parts: list[Path], tmp: Path) -> int:
+def _merge(files: list[Path], parts: list[list[Path]], tmp: Path) -> int:
     store = tmp / "store"
-    stage("merge", MERGE, [str(len(files)), *map(str, files), *map(str, parts), str(store)])
+    spec = tmp / "parts.json"
+    spec.write_text(json.dumps([[str(f), [str(x) for x in p]]
+                                for f, p in zip(files, parts, strict=True)]))
+    stage("merge", MERGE, [str(spec), str(store)])
     stage("save_npz", SAVE, [str(store), str(tmp / "events.npz")])
     try:
         import workers.analyzers.stream  # noqa: F401

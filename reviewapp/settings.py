@@ -250,6 +250,10 @@ BLKREVIEW_NOTIFY_QUEUE = os.environ.get("BLKREVIEW_NOTIFY_QUEUE", "notify")
 #: a bundle larger than this (MB) with two or more trace files is parsed by several workers at
 #: once (reviewapp/shards.py); -1 turns the parallel ingest off
 BLKREVIEW_PARALLEL_INGEST_MB = float(os.environ.get("BLKREVIEW_PARALLEL_INGEST_MB", "512"))
+#: a binary blktrace file larger than this (MB) is parsed as byte ranges of about this size, a
+#: shard each (cut at record boundaries: workers/traces/byterange.py), so no shard task holds
+#: more than this much of a trace; -1 parses every file as one shard
+BLKREVIEW_SHARD_RANGE_MB = float(os.environ.get("BLKREVIEW_SHARD_RANGE_MB", "256"))
 #: how long a worker's claim on one shard lasts before another may take it over (seconds)
 BLKREVIEW_SHARD_LEASE_SECONDS = int(os.environ.get("BLKREVIEW_SHARD_LEASE_SECONDS", "600"))
 #: the model panel replays a run over this many events, or over BLKREVIEW_MODEL_MAX_BIOS bios

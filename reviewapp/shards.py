@@ -1,8 +1,18 @@
-"""Parallel ingest of a huge bundle: a Celery chord of one shard task per trace file.
+"""Parallel ingest of a huge bundle: a Celery chord of shard tasks, one per trace file or per
+byte range of a large binary trace.
 
-When a bundle is larger than ``BLKREVIEW_PARALLEL_INGEST_MB`` and holds at least two trace
-files (per-CPU blktrace files, several captures), and the broker is Redis (so its Redis is the
-chord's result backend, settings.CELERY_RESULT_BACKEND), the analysis task only fans out:
+A binary blktrace file larger than ``BLKREVIEW_SHARD_RANGE_MB`` is parsed as byte ranges of
+about that size, cut at record boundaries (:mod:`workers.traces.byterange`): a shard task
+fetches only its range (one ranged GET) and holds only its rows, and the callback chains the
+ranges' parts into the file's part (:class:`workers.traces.byterange.RangedPartFile`), exactly
+the whole-file parse; ranges that do not add up (a payload that looks like a chain of
+records over a boundary, too much damage) are refused and the callback parses that file whole.
+Other files (text traces, small binary files) are one shard each.
+
+When a bundle is larger than ``BLKREVIEW_PARALLEL_INGEST_MB`` and makes at least two shards
+(per-CPU blktrace files, several captures, one large file in ranges), and the broker is Redis
+(so its Redis is the chord's result backend, settings.CELERY_RESULT_BACKEND), the analysis
+task only fans out:
 
 1. it reads the head of every binary trace (:func:`workers.traces.shards.first_event_time`)
    for the bundle's genesis, the anchor of the throughput bins, and sends
@@ -78,19 +88,46 @@ def shardable_files(files: Sequence[Any]) -> list[Any]:
     return [f for f in files if f.size > 0 and (f.format or "") not in TRACE_FORMATS_SKIP]
 
 
+def range_count(f: Any) -> int:
+    """How many byte ranges file ``f`` is parsed as (1: whole): binary blktrace over
+    ``BLKREVIEW_SHARD_RANGE_MB`` only."""
+    from workers.traces.byterange import range_count as count
+
+    mb = float(settings.BLKREVIEW_SHARD_RANGE_MB)
+    if (f.format or "") != "blktrace" or mb <= 0:
+        return 1
+    return count(int(f.size), int(mb * 1024 * 1024))
+
+
+def shard_units(files: Sequence[Any]) -> list[tuple[Any, int, int]]:
+    """The chord's shards: ``(file, range index, range count)``, a count of 1 for a file
+    parsed whole."""
+    return [(f, i, n) for f in shardable_files(files) for n in (range_count(f),)
+            for i in range(n)]
+
+
+def unit_key(file_id: int, index: int = 0, count: int = 1) -> str:
+    """A shard's name in claims and part names: the file's id, with its range when cut."""
+    return str(file_id) if count == 1 else f"{file_id}.{index}of{count}"
+
+
+def _unit_word(units: Sequence[tuple[Any, int, int]]) -> str:
+    return "files" if all(n == 1 for _, _, n in units) else "file parts"
+
+
 def wanted(files: Sequence[Any]) -> bool:
     """Whether this bundle is ingested in parallel (size threshold, >= 2 shards, Redis)."""
     limit = float(settings.BLKREVIEW_PARALLEL_INGEST_MB) * 1024 * 1024
     if limit < 0 or sum(f.size for f in files) <= limit:
         return False
-    return len(shardable_files(files)) >= 2 and chord_available()
+    return len(shard_units(files)) >= 2 and chord_available()
 
 
-def part_name(job_id: int, attempt: int, file_id: int) -> str:
+def part_name(job_id: int, attempt: int, file_id: int | str) -> str:
     return f"shards/job-{job_id}-a{attempt}/{file_id}.part"
 
 
-def partial_name(job_id: int, attempt: int, file_id: int) -> str:
+def partial_name(job_id: int, attempt: int, file_id: int | str) -> str:
     return f"shards/job-{job_id}-a{attempt}/{file_id}.partial"
 
 
@@ -164,29 +201,39 @@ def bundle_anchor(files: Sequence[Any]) -> int | None:
     return min(times) if times else None
 
 
+def _unit_names(job_id: int, attempt: int, files: Sequence[Any]) -> list[str]:
+    """Every part and partial name an attempt may have written (whole files and ranges)."""
+    out = []
+    for f in shardable_files(files):
+        keys = {unit_key(f.pk)} | {unit_key(f.pk, i, n) for _, i, n in shard_units([f])}
+        for k in sorted(keys):
+            out += [part_name(job_id, attempt, k), partial_name(job_id, attempt, k)]
+    return out
+
+
 def fan_out(*, job: Any, attempt: int, files: Sequence[Any],
-            send: Callable[[list[int], int | None], None]) -> int:
+            send: Callable[[list[tuple[int, int, int]], int | None], None]) -> int:
     """The analysis task's part: clean earlier attempts, count, anchor, send the chord.
 
-    ``send(file_ids, anchor)`` publishes the chord (reviewapp/tasks.py). Returns the number of
-    shards."""
+    ``send(units, anchor)`` publishes the chord (reviewapp/tasks.py), one ``(file id, range
+    index, range count)`` per shard. Returns the number of shards."""
     from reviewapp import storage
 
-    shard_files = shardable_files(files)
+    units = shard_units(files)
     for earlier in range(1, attempt):  # a lost attempt's parts (its chord never merged)
-        for f in shard_files:
-            storage.delete_quietly(part_name(job.pk, earlier, f.pk))
-            storage.delete_quietly(partial_name(job.pk, earlier, f.pk))
+        for name in _unit_names(job.pk, earlier, files):
+            storage.delete_quietly(name)
     r = _redis()
     key = _progress_key(job)
     r.delete(key)
-    r.hset(key, mapping={"total": len(shard_files), "files": 0, "events": 0})
+    r.hset(key, mapping={"total": len(units), "files": 0, "events": 0,
+                         "unit": _unit_word(units)})
     r.expire(key, int(settings.CELERY_RESULT_EXPIRES))
     anchor = bundle_anchor(files)
-    send([f.pk for f in shard_files], anchor)
+    send([(f.pk, i, n) for f, i, n in units], anchor)
     log.info("job %s (attempt %s): %d shards sent as a chord (anchor %s)", job.pk, attempt,
-             len(shard_files), anchor)
-    return len(shard_files)
+             len(units), anchor)
+    return len(units)
 
 
 def _report(job: Any, events: int) -> None:
@@ -200,15 +247,18 @@ def _report(job: Any, events: int) -> None:
         pipe.hincrby(key, "files", 1)
         pipe.hincrby(key, "events", int(events))
         pipe.hget(key, "total")
-        files, total_events, total = pipe.execute()
+        pipe.hget(key, "unit")
+        files, total_events, total, unit = pipe.execute()
         jobs.job_shard_progress(job_id=job.pk, attempt=job.attempts, files=int(files),
                                 total=int(total or 0), events=int(total_events),
-                                seconds=lease_seconds())
+                                seconds=lease_seconds(),
+                                unit=(unit or b"files").decode() if isinstance(unit, bytes)
+                                else str(unit or "files"))
     except Exception:  # progress is a courtesy: never fail a shard over it
         log.warning("job %s: shard progress not reported", job.pk, exc_info=True)
 
 
-def _store(job_id: int, attempt: int, file_id: int, part: Any, partials: Any) -> None:
+def _store(job_id: int, attempt: int, file_id: int | str, part: Any, partials: Any) -> None:
     """The part goes to storage from a local file (:func:`workers.traces.shards.write_part`):
     its .npz is never a bytes copy in memory beside the parsed table."""
     import tempfile
@@ -227,13 +277,41 @@ def _store(job_id: int, attempt: int, file_id: int, part: Any, partials: Any) ->
 def _parse(f: Any, path: Any, manifest: Any, strict: bool, anchor: int | None) -> tuple[Any, Any]:
     """``(part, partials)`` of one file: what a shard computes (anchor None for text parts,
     whose times are not the binary genesis' base)."""
-    from workers.analyzers.partial import partials_of
-    from workers.events import EventTable
     from workers.traces.shards import parse_shard
 
-    part = parse_shard(path, f.name, manifest=manifest, strict=strict)
+    return _with_partials(parse_shard(path, f.name, manifest=manifest, strict=strict), anchor)
+
+
+def _with_partials(part: Any, anchor: int | None) -> tuple[Any, Any]:
+    from workers.analyzers.partial import partials_of
+    from workers.events import EventTable
+
     table = part.table if part.table is not None else EventTable.empty()
     return part, partials_of(table, anchor_ns=anchor if part.binary else None)
+
+
+def _parse_range(f: Any, index: int, count: int, strict: bool,
+                 anchor: int | None) -> tuple[Any, Any]:
+    """``(part, partials)`` of one byte range of a binary file: only the range (and what its
+    boundaries need past it) is fetched from storage, a ranged read each. The parser is told
+    the stored file's name as the whole-file path's local copy has it (the per-CPU file name
+    check of blktrace_bin.file_notes)."""
+    from reviewapp import storage
+    from workers.traces.byterange import parse_range_fetched
+
+    def fetch(offset: int, length: int, fh: Any) -> None:
+        for chunk in storage.iter_range(f.storage_name, offset, length):
+            fh.write(chunk)
+
+    part = parse_range_fetched(fetch, size=int(f.size), head=storage.read_head(f.storage_name, 4),
+                               index=index, count=count, name=f.name,
+                               basename=Path(f.storage_name).name, strict=strict)
+    return _with_partials(part, anchor)
+
+
+def partials_key(name: str, index: int = 0, count: int = 1) -> str:
+    """A shard's partials in the callback's dict: the file's name, with its range when cut."""
+    return name if count == 1 else f"{name}\x00{index}"
 
 
 def _test_pause() -> None:
@@ -244,22 +322,26 @@ def _test_pause() -> None:
         time.sleep(delay)
 
 
-def shard_run(*, job_id: int, attempt: int, file_id: int,
-              anchor: int | None = None) -> dict[str, Any]:
+def shard_run(*, job_id: int, attempt: int, file_id: int, anchor: int | None = None,
+              index: int = 0, count: int = 1) -> dict[str, Any]:
     """Body of the ``parse_shard`` task: claim, parse, store; ``{"state": "parsed", ...}`` or
     why not (``stale``, ``taken``, ``done``, ``gone``, ``error``). Never raises: the chord's
-    callback must run and report the job's outcome."""
+    callback must run and report the job's outcome. ``count`` > 1: byte range ``index`` of
+    the file."""
     from reviewapp import storage
     from reviewapp.models import TraceFile
 
     out: dict[str, Any] = {"file_id": file_id, "host": socket.gethostname(), "pid": os.getpid()}
+    if count > 1:
+        out["range"] = [index, count]
+    unit = unit_key(file_id, index, count)
     job = _current(job_id, attempt)
     if job is None:
         return {**out, "state": "stale"}  # the job finished, failed or moved to another attempt
     r = _redis()
-    if r is None or not _claim(r, job, file_id):
+    if r is None or not _claim(r, job, unit):
         return {**out, "state": "taken"}
-    if storage.default_storage.exists(part_name(job_id, attempt, file_id)):
+    if storage.default_storage.exists(part_name(job_id, attempt, unit)):
         return {**out, "state": "done"}  # parsed already; the claim had expired
     files = list(TraceFile.objects.filter(bundle_id=job.bundle_id))
     f = next((x for x in files if x.pk == file_id), None)
@@ -269,11 +351,14 @@ def shard_run(*, job_id: int, attempt: int, file_id: int,
     try:
         start = time.monotonic()
         manifest, strict = _manifest(files, bool(job.bundle.strict))
-        with storage.local_copy(f.storage_name) as path:
-            part, partials = _parse(f, path, manifest, strict, anchor)
+        if count > 1:
+            part, partials = _parse_range(f, index, count, strict, anchor)
+        else:
+            with storage.local_copy(f.storage_name) as path:
+                part, partials = _parse(f, path, manifest, strict, anchor)
         if _current(job_id, attempt) is None:
             return {**out, "state": "stale"}  # superseded while parsing: write nothing
-        _store(job_id, attempt, f.pk, part, partials)
+        _store(job_id, attempt, unit, part, partials)
         log.info("parsed shard %s of job %s (attempt %s) in %.2f s", f.name, job_id, attempt,
                  time.monotonic() - start)
         _report(job, part.events)
@@ -281,7 +366,7 @@ def shard_run(*, job_id: int, attempt: int, file_id: int,
     except Exception as exc:  # the callback parses it again and reports the error itself
         log.warning("shard %s of job %s: %s: %s", f.name, job_id, type(exc).__name__, exc)
         with contextlib.suppress(Exception):
-            r.delete(_key(job, file_id))  # let the callback take it at once
+            r.delete(_key(job, unit))  # let the callback take it at once
         return {**out, "state": "error", "error": f"{type(exc).__name__}: {exc}"[:500]}
 
 
@@ -298,61 +383,112 @@ def collect(*, job: Any, attempt: int, files: Sequence[Any], local: Callable[[An
 
     Parts are :class:`workers.traces.shards.PartFile` on this host's disk, read in chunks by
     the merge: a part in storage is streamed to a local file (``storage.local_copy``, held
-    open by ``stack``); a file nobody holds is claimed and parsed here (its shard task failed
-    or has not run) and its part written under ``workdir``; a file another worker holds is
+    open by ``stack``); a shard nobody holds is claimed and parsed here (its shard task failed
+    or has not run) and its part written under ``workdir``; a shard another worker holds is
     waited for until its lease ends. ``local(file)`` gives this worker's local copy of a
-    bundle file (made on demand: only a file parsed here is downloaded). Claims stay until their lease ends, so a shard task
-    delivered late does nothing. The parts are deleted from storage by :func:`cleanup`.
+    bundle file (made on demand: only a file parsed whole here is downloaded; a range parsed
+    here is fetched as its shard task would). The ranges of a file cut in byte ranges are
+    chained into one :class:`workers.traces.byterange.RangedPartFile`; when they do not add up
+    to the whole file (or one of them did not parse) the file is parsed whole here. Claims
+    stay until their lease ends, so a shard task delivered late does nothing. The parts are
+    deleted from storage by :func:`cleanup`. Partials are keyed by :func:`partials_key`.
     """
     from reviewapp import storage
     from workers.analyzers.partial import Partials
     from workers.traces.shards import PartFile, write_part
 
     r = _redis()
-    shard_files = shardable_files(files)
     manifest: Any = None
     strict = False
     have_manifest = False
-    parsed: dict[str, Any] = {}
+    parts: dict[tuple[int, int], Any] = {}
     partials: dict[str, Any] = {}
     deadline = time.monotonic() + float(lease_seconds())
-    pending = list(shard_files)
+    pending = shard_units(files)
+
+    def bundle_manifest() -> tuple[Any, bool]:
+        nonlocal manifest, strict, have_manifest
+        if not have_manifest:
+            manifest, strict = _manifest(files, bool(job.bundle.strict))
+            have_manifest = True
+        return manifest, strict
+
+    def parse_here(f: Any, index: int, count: int) -> None:
+        m, st = bundle_manifest()
+        try:
+            if count > 1:
+                part, got = _parse_range(f, index, count, st, anchor)
+            else:
+                part, got = _parse(f, local(f), m, st, anchor)
+            out = workdir / f"{unit_key(f.pk, index, count)}.part"
+            with open(out, "wb") as fh:
+                write_part(part, fh)
+            del part
+            parts[(f.pk, index)] = PartFile(out)
+            partials[partials_key(f.name, index, count)] = got
+            log.info("parsed shard %s of job %s (attempt %s) in the callback", f.name,
+                     job.pk, attempt)
+        except Exception:
+            pass  # left to ingest, which raises the single-task path's error
+
     while pending:
         progress = False
-        for f in list(pending):
-            name = part_name(job.pk, attempt, f.pk)
+        for unit in list(pending):
+            f, index, count = unit
+            key = unit_key(f.pk, index, count)
+            name = part_name(job.pk, attempt, key)
             if storage.default_storage.exists(name):
-                parsed[f.name] = PartFile(stack.enter_context(storage.local_copy(name)))
+                parts[(f.pk, index)] = PartFile(stack.enter_context(storage.local_copy(name)))
                 with contextlib.suppress(OSError, ValueError, KeyError):
-                    with storage.default_storage.open(partial_name(job.pk, attempt, f.pk),
+                    with storage.default_storage.open(partial_name(job.pk, attempt, key),
                                                       "rb") as fh:
-                        partials[f.name] = Partials.from_bytes(fh.read())
-            elif _claim(r, job, f.pk):
-                if not have_manifest:
-                    manifest, strict = _manifest(files, bool(job.bundle.strict))
-                    have_manifest = True
-                try:
-                    part, partials[f.name] = _parse(f, local(f), manifest, strict, anchor)
-                    out = workdir / f"{f.pk}.part"
-                    with open(out, "wb") as fh:
-                        write_part(part, fh)
-                    del part
-                    parsed[f.name] = PartFile(out)
-                    log.info("parsed shard %s of job %s (attempt %s) in the callback", f.name,
-                             job.pk, attempt)
-                except Exception:
-                    pass  # left to ingest, which raises the single-task path's error
-            elif not r.exists(_key(job, f.pk)):
+                        partials[partials_key(f.name, index, count)] = Partials.from_bytes(
+                            fh.read())
+            elif _claim(r, job, key):
+                parse_here(f, index, count)
+            elif not r.exists(_key(job, key)):
                 continue  # lease ran out without a part: claim it on the next round
             elif time.monotonic() > deadline:
-                raise TimeoutError(f"shard {f.name} not parsed within the lease")
+                raise TimeoutError(f"shard {key} ({f.name}) not parsed within the lease")
             else:
                 continue
-            pending.remove(f)
+            pending.remove(unit)
             progress = True
         if pending and not progress:
             time.sleep(0.2)
-    return parsed, partials
+    return _assemble(files, parts, partials, parse_here), partials
+
+
+def _assemble(files: Sequence[Any], parts: dict[tuple[int, int], Any],
+              partials: dict[str, Any], parse_here: Callable[[Any, int, int], None]
+              ) -> dict[str, Any]:
+    """Parts by file name: a whole file's own, a cut file's ranges chained (or, when they do
+    not add up, the file parsed whole by ``parse_here``, its ranges' partials dropped)."""
+    from workers.traces.byterange import NotCombinable, RangedPartFile
+
+    out: dict[str, Any] = {}
+    for f in shardable_files(files):
+        count = range_count(f)
+        if count == 1:
+            if (f.pk, 0) in parts:
+                out[f.name] = parts[(f.pk, 0)]
+            continue
+        ranges = [parts.get((f.pk, i)) for i in range(count)]
+        try:
+            if any(p is None for p in ranges):
+                raise NotCombinable("a range did not parse")
+            out[f.name] = RangedPartFile(ranges)
+            continue
+        except NotCombinable as exc:
+            log.warning("%s: its %d byte ranges are not the whole file (%s): parsed whole",
+                        f.name, count, exc)
+        for i in range(count):
+            partials.pop(partials_key(f.name, i, count), None)
+            parts.pop((f.pk, i), None)
+        parse_here(f, 0, 1)
+        if (f.pk, 0) in parts:
+            out[f.name] = parts[(f.pk, 0)]
+    return out
 
 
 def merge(*, files: Sequence[Any], local: Callable[[Any], Path], strict: bool,
@@ -395,13 +531,13 @@ def cleanup(*, job: Any, files: Sequence[Any]) -> None:
     from reviewapp import storage
 
     r = _redis()
-    for f in shardable_files(files):
-        # a shard task delivered late must find its file taken (not claim and parse it
+    for f, index, count in shard_units(files):
+        # a shard task delivered late must find its shard taken (not claim and parse it
         # again, leaving a part nobody reads): the claim stays until its lease ends
         with contextlib.suppress(Exception):
-            r.set(_key(job, f.pk), "done", ex=lease_seconds())
-        storage.delete_quietly(part_name(job.pk, job.attempts, f.pk))
-        storage.delete_quietly(partial_name(job.pk, job.attempts, f.pk))
+            r.set(_key(job, unit_key(f.pk, index, count)), "done", ex=lease_seconds())
+    for name in _unit_names(job.pk, job.attempts, files):
+        storage.delete_quietly(name)
     with contextlib.suppress(Exception):
         r.delete(_progress_key(job))
 
@@ -425,7 +561,7 @@ def merged_partials(ing: Any, partials: dict[str, Any]) -> Any:
     genesis = int(meta.get("genesis_ns") or 0)
     chosen = []
     for name, p in partials.items():
-        if name in skipped:
+        if name.split("\x00", 1)[0] in skipped:  # a range's partials: partials_key
             continue
         binary = p.grid is not None
         chosen.append(p.shifted(-genesis) if binary else p)

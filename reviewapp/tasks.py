@@ -146,9 +146,10 @@ def _start(job: Any, attempt: int) -> str:
 
     files = _files(job)
     if files and shards.wanted(files):
-        n = len(shards.shardable_files(files))
+        units = shards.shard_units(files)
+        word = "files" if all(n == 1 for _, _, n in units) else "file parts"
         if not jobs.job_progress(job_id=job.pk, progress=20, attempt=attempt,
-                                 message=f"parsed 0/{n} files, 0 events"):
+                                 message=f"parsed 0/{len(units)} {word}, 0 events"):
             return "skipped"
         try:
             shards.fan_out(job=job, attempt=attempt, files=files,
@@ -160,12 +161,16 @@ def _start(job: Any, attempt: int) -> str:
     return _analyze(job, attempt)
 
 
-def _send_chord(job_id: int, attempt: int, file_ids: list[int], anchor: int | None) -> None:
-    """``chord(parse_shard per file) -> merge_shards`` on the analysis queue."""
+def _send_chord(job_id: int, attempt: int, units: list[tuple[int, int, int]],
+                anchor: int | None) -> None:
+    """``chord(parse_shard per file or byte range) -> merge_shards`` on the analysis queue
+    (a whole file's task keeps the four arguments of the per-file chord)."""
     from celery import chord
 
     queue = settings.BLKREVIEW_ANALYSIS_QUEUE
-    header = [parse_shard.si(job_id, attempt, fid, anchor).set(queue=queue) for fid in file_ids]
+    header = [(parse_shard.si(job_id, attempt, fid, anchor) if n == 1 else
+               parse_shard.si(job_id, attempt, fid, anchor, i, n)).set(queue=queue)
+              for fid, i, n in units]
     chord(header)(merge_shards.s(job_id, attempt, anchor).set(queue=queue))
 
 
@@ -795,8 +800,9 @@ def analyze_bundle(self: Task, job_id: int, **kwargs: Any) -> str:
 
 @app.task(name=c.TASK_SHARD, acks_late=True, ignore_result=False)
 def parse_shard(job_id: int, attempt: int, file_id: int, anchor: int | None = None,
-                **kwargs: Any) -> dict[str, Any]:
-    """Parse one trace file of a huge bundle, a member of its chord (reviewapp/shards.py).
+                index: int = 0, count: int = 1, **kwargs: Any) -> dict[str, Any]:
+    """Parse one trace file of a huge bundle, or byte range ``index`` of ``count`` of a large
+    binary one, a member of its chord (reviewapp/shards.py).
 
     The only task whose result is stored (the chord counts its header's results in the
     backend); it renews the attempt's lease while it runs and never raises."""
@@ -811,7 +817,8 @@ def parse_shard(job_id: int, attempt: int, file_id: int, anchor: int | None = No
             lambda: jobs.job_lease(job_id=job_id, attempt=attempt,
                                    seconds=shards.lease_seconds())):
         return shards.shard_run(job_id=job_id, attempt=attempt, file_id=int(file_id),
-                                anchor=None if anchor is None else int(anchor))
+                                anchor=None if anchor is None else int(anchor),
+                                index=int(index), count=int(count))
 
 
 @app.task(bind=True, base=MergeTask, name=c.TASK_MERGE, acks_late=True, ignore_result=True)

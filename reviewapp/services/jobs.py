@@ -154,11 +154,12 @@ def job_lease(*, job_id: int, attempt: int, seconds: float) -> bool:
 
 
 def job_shard_progress(*, job_id: int, attempt: int, files: int, total: int, events: int,
-                       seconds: float) -> bool:
-    """Progress of a sharded parse: ``parsed 3/8 files, 41,234,567 events`` (progress 20-55),
-    never moving backwards (shard tasks report out of order), and a renewed lease."""
+                       seconds: float, unit: str = "files") -> bool:
+    """Progress of a sharded parse: ``parsed 3/8 files, 41,234,567 events`` (progress 20-55;
+    ``unit`` "file parts" when large files are parsed as byte ranges), never moving backwards
+    (shard tasks report out of order), and a renewed lease."""
     progress = 20 + (35 * files) // max(total, 1)
-    message = f"parsed {files}/{total} files, {events:,} events"
+    message = f"parsed {files}/{total} {unit}, {events:,} events"
     until = timezone.now() + timedelta(seconds=float(seconds))
     return bool(_current(job_id, attempt).filter(progress__lte=progress).update(
         progress=progress, message=message[:200], heartbeat=until))

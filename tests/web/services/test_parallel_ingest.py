@@ -336,3 +336,83 @@ def test_the_merge_falls_back_to_ingest_in_memory_when_a_part_is_out_of_time_ord
     assert not isinstance(ing, StoredIngest) and fetched == names
     ing, fetched = merged(t, "b")
     assert isinstance(ing, StoredIngest) and fetched == []
+
+
+def _run_units(job, files, *, skip: int | None = None) -> list[dict]:
+    from reviewapp import shards
+
+    anchor = shards.bundle_anchor(files)
+    return [shards.shard_run(job_id=job.pk, attempt=job.attempts, file_id=f.pk, anchor=anchor,
+                             index=i, count=n)
+            for k, (f, i, n) in enumerate(shards.shard_units(files)) if k != skip]
+
+
+def test_large_files_in_byte_ranges_equal_the_single_task_path(chord_queue, settings,
+                                                                monkeypatch, caplog):
+    """BLKREVIEW_SHARD_RANGE_MB under the files' sizes: every binary file is parsed as byte
+    ranges, a shard task each (a range one shard did not parse is parsed by the callback);
+    the callback chains them and merges in chunks; the results are the single-task path's and
+    no part is left in storage."""
+    from django.core.files.storage import default_storage
+
+    from reviewapp import shards
+    from reviewapp.models import AnalysisJob, BundleResult
+    from reviewapp.services.bundles import bundle_create
+    from reviewapp.tasks import run_analysis, run_merge
+
+    r, queue = chord_queue
+    settings.BLKREVIEW_SHARD_RANGE_MB = 6000 / 1024 / 1024  # 6000 bytes: 2 to 4 ranges a file
+    paths = demo_files("k72_W1b")
+    bundle, _ = bundle_create(files=[uploaded(p.name, p.read_bytes()) for p in paths])
+    files = list(bundle.files.order_by("name", "pk"))
+    job = AnalysisJob.objects.get(bundle=bundle)
+    units = shards.shard_units(files)
+    assert {n for _, _, n in units} == {2, 4} and len(units) > 2 * 18
+    assert run_analysis(job.pk) == "sharded"
+    job.refresh_from_db()
+    assert job.message == f"parsed 0/{len(units)} file parts, 0 events"
+    sent = queued_shards(r, queue)
+    assert sorted((a[2], a[4], a[5]) for a in sent) == sorted((f.pk, i, n) for f, i, n in units)
+    out = _run_units(job, files, skip=5)
+    assert {o["state"] for o in out} == {"parsed"} and len(out) == len(units) - 1
+    job.refresh_from_db()
+    assert job.message.startswith(f"parsed {len(units) - 1}/{len(units)} file parts, ")
+
+    def never(*a, **k):
+        raise AssertionError("the chunked merge was not used")
+    import workers.traces as traces
+    monkeypatch.setattr(traces, "ingest", never)
+    assert run_merge(job.pk, job.attempts, anchor=shards.bundle_anchor(files),
+                     results=out) == "succeeded"
+    monkeypatch.undo()
+    assert "parsed whole" not in caplog.text  # every file's ranges were chained
+    assert BundleResult.objects.get(bundle=bundle).data == single_pass(paths)
+    assert not [n for n in shards._unit_names(job.pk, job.attempts, files)
+                if default_storage.exists(n)]
+
+
+def test_one_large_file_in_byte_ranges_from_s3(chord_queue, settings, s3_storage, tmp_path):
+    """A bundle of one binary file (one merged stream) in S3: its ranges are fetched by
+    ranged reads and merged into the single-task path's results."""
+    from reviewapp import shards
+    from reviewapp.models import AnalysisJob, BundleResult
+    from reviewapp.services.bundles import bundle_create
+    from reviewapp.tasks import run_analysis, run_merge
+    from workers.traces.synth import realistic_table
+    from workers.traces.writers import encode_blktrace
+
+    data = encode_blktrace(realistic_table(30_000, seed=6))
+    path = tmp_path / "all.blktrace"
+    path.write_bytes(data)
+    settings.BLKREVIEW_SHARD_RANGE_MB = (len(data) // 5 + 1) / 1024 / 1024
+    bundle, _ = bundle_create(files=[uploaded(path.name, data)])
+    files = list(bundle.files.all())
+    assert [n for _, _, n in shards.shard_units(files)] == [5] * 5
+    job = AnalysisJob.objects.get(bundle=bundle)
+    assert run_analysis(job.pk) == "sharded"
+    job.refresh_from_db()
+    out = _run_units(job, files)
+    assert [o["state"] for o in out] == ["parsed"] * 5
+    assert run_merge(job.pk, job.attempts, anchor=shards.bundle_anchor(files),
+                     results=out) == "succeeded"
+    assert BundleResult.objects.get(bundle=bundle).data == single_pass([path])
