@@ -313,3 +313,13 @@ def test_a_range_fetched_in_a_window_equals_the_mapped_file(tmp_path):
             assert np.array_equal(getattr(a.table, col), getattr(b.table, col)), col
     assert max(length for _, length in fetched) < len(data) // 2
     assert len(fetched) > count  # some windows were grown
+
+
+def test_a_big_endian_file_in_ranges(tmp_path):
+    """A trace written in the tracing host's big-endian order: same boundaries logic, same
+    result."""
+    path = tmp_path / "be.blktrace"
+    path.write_bytes(encode_blktrace(_trace(15_000, seed=12), big_endian=True))
+    assert parse_blktrace_raw(path).big_endian
+    for count in (3, 17):
+        _same_part(path, count)
