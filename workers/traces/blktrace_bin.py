@@ -194,7 +194,9 @@ def _walk_body(b: Any, be: bool, version: int, strict: bool,
     n = b.shape[0]
     hdr = 48 if version == 7 else 64
     pdu_off = 46 if version == 7 else 50
-    act_off = 28 if version == 7 else 32
+    # the action's low 32 bits (the category and code bits): v2's action is 64 bits, whose
+    # low half a big-endian host writes second
+    act_off = 28 if version == 7 else (36 if be else 32)
     pos = start
     n_events = 0
     n_notes = 0
@@ -565,7 +567,7 @@ def walk_records_py(data: bytes, big: bool, version: int, strict: bool = False, 
     n = len(data)
     hdr = HDR_V1 if version == VERSION_V1 else HDR_V2
     pdu_off = 46 if version == VERSION_V1 else 50
-    act_off = 28 if version == VERSION_V1 else 32
+    act_off = 28 if version == VERSION_V1 else (36 if big else 32)
 
     def u32(o: int) -> int:
         return int.from_bytes(data[o:o + 4], order)
@@ -643,7 +645,7 @@ def _event_offset(b: Any, be: bool, version: int, row: int) -> int:
     n = b.shape[0]
     hdr = 48 if version == 7 else 64
     pdu_off = 46 if version == 7 else 50
-    act_off = 28 if version == 7 else 32
+    act_off = 28 if version == 7 else (36 if be else 32)
     pos = 0
     k = 0
     while pos + hdr <= n:
@@ -918,7 +920,7 @@ def decode_records(buf: npt.NDArray[np.uint8], label: str, big: bool, version: i
         pdu_off = 50 if version == VERSION_V2 else 46
         pidv = int.from_bytes(head[pid_off:pid_off + 4], "big" if big else "little")
         pdu_len = int.from_bytes(head[pdu_off:pdu_off + 2], "big" if big else "little")
-        act_off = 32 if version == VERSION_V2 else 28
+        act_off = (36 if big else 32) if version == VERSION_V2 else 28  # the low 32 bits
         act = int.from_bytes(head[act_off:act_off + 4], "big" if big else "little")
         start_pdu = off + hdr + (8 if act & TA_CGROUP else 0)
         payload = bytes(buf[start_pdu:off + hdr + pdu_len])
