@@ -9,7 +9,9 @@ boundaries").
 
 The simulation is discrete-event: units start at their time (trace mode) or when the thread's
 previous unit completed (synchronous workloads such as dd); each unit runs the submission path
-of :class:`workers.model.submit.Engine` to completion under one plug, then finishes the plug;
+of :class:`workers.model.submit.Engine` to completion under one plug, then finishes the plug
+(where units of different threads overlap in time, bio by bio at the trace's times, each
+thread keeping its own plug: :func:`_units_interleave`);
 devices dispatch while driver tags are free and complete requests at the times the device
 service model gives (``workers.model.timing.DeviceServer`` over
 ``workers.model.device.DeviceModel``; a simple fallback if that is missing).
@@ -36,6 +38,7 @@ from workers.errors import ModelConfigError
 from workers.events import (
     ACT_BACKMERGE,
     ACT_COMPLETE,
+    ACT_FRONTMERGE,
     ACT_GETRQ,
     ACT_INSERT,
     ACT_ISSUE,
@@ -79,6 +82,13 @@ from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
 from workers.model.stack import Stack, all_limits
 from workers.model.submit import EV_COMPLETE, EV_UNIT, Engine, Unit
 from workers.traces.filefrag import FileExtent
+
+#: Heap event: the next bio of a unit interleaved with other threads' bios (see
+#: :func:`_units_interleave`).
+EV_BIO = 2
+
+#: Bytes of a page: the run of memory one bvec holds when no two pages of a buffer are adjacent.
+PAGE_BYTES = 4096
 
 #: ``engine="auto"`` uses the compiled engine from this many bios on (below it the Python
 #: engine is faster than loading, or on a cold cache compiling, the numba functions).
@@ -172,7 +182,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     2. With no G/D events: the workload (``dd ... bs=N``: the bios of one read share a plug).
     3. Otherwise one plug per bio.
 
-    Q events of 0 sectors (bare flushes) are left out: the model has no flush machinery.
+    Q events of 0 sectors with REQ_PREFLUSH (``blkdev_issue_flush``) are kept as rows of 0
+    sectors: the replay sends an empty flush down to every disk
+    (:meth:`workers.model.submit.Engine.submit_flush`). Other empty Q events are left out.
 
     The writes the trace shows on lower devices that the top device did not cause are kept
     in ``meta["md_meta"]`` (``[time, dev, sector, nr, rwbs]``) and replayed as the trace shows
@@ -186,11 +198,13 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         ModelConfigError: the table has no Q events on ``top_dev``.
     """
     is_q = (table.action == ACT_QUEUE) & (table.dev == top_dev)
-    # bare flushes (0 sectors) have no position and are not modelled
-    rows = np.flatnonzero(is_q & (table.nr_sectors > 0))
-    if len(rows) == 0:
+    # bare flushes (0 sectors, REQ_PREFLUSH) go down as empty flushes; a write's own data
+    # comes first for the checks below
+    flush = is_q & (table.nr_sectors == 0) & ((table.rwbs & RWBS_FLUSH) != 0)
+    if not bool(np.any(is_q & (table.nr_sectors > 0))):
         raise ModelConfigError(f"no Q events on the top device {top_dev >> 20},"
                                f"{top_dev & 0xFFFFF} to replay")
+    rows = np.flatnonzero((is_q & (table.nr_sectors > 0)) | flush)
     has_gd = bool(np.any(table.action == ACT_GETRQ)) and bool(np.any(table.action == ACT_ISSUE))
     n = len(rows)
     plug = np.arange(n, dtype=np.int64)
@@ -215,6 +229,10 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         meta["split_evidence"] = evidence
     if bool(np.any(no_plug)):
         meta["no_plug"] = no_plug
+    if table.time_known and n:
+        sleeps = _schedule_flushes(table, rows, int(table.time_ns[rows].min()))
+        if sleeps:
+            meta["sleeps"] = sleeps
     mirror = _mirror_read_choices(table, top_dev)
     if len(mirror[0]):
         meta["mirror_reads"] = mirror
@@ -261,6 +279,44 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
                      plug=plug, seg_bytes=np.zeros(n, np.int64), bio_pages=np.zeros(n, np.int64),
                      app_io=False, depth=depth, comm=comm, top_dev=top_dev,
                      meta=meta)
+
+
+def _schedule_flushes(table: EventTable, q_rows: npt.NDArray[np.intp], t0: int
+                      ) -> dict[int, npt.NDArray[np.int64]]:
+    """Per submitting thread, when the trace shows it going to sleep with a plug: its UT
+    events (``trace_block_unplug`` with ``explicit`` false: ``blk_mq_flush_plug_list`` called
+    from ``sched_submit_work`` -> ``blk_flush_plug(plug, true)`` as the task schedules).
+
+    What the task slept on (a folio lock another writeback thread holds, wbt's
+    ``rq_qos_wait``, a tag) is not in the trace; that it slept then, and that its plug went to
+    the queues at that moment, is. Times relative to ``t0`` (the stream's first Q); one time
+    per flush (a flush traces a UT per queue it hands requests to).
+    """
+    act = table.action
+    ut = act == ACT_UNPLUG_TIMER
+    out: dict[int, npt.NDArray[np.int64]] = {}
+    if not bool(np.any(ut)):
+        return out
+    tm = table.time_ns.astype(np.int64)
+    placed = (act == ACT_GETRQ) | (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)
+    for p in np.unique(table.pid[q_rows]).tolist():
+        mine = table.pid == p
+        tt = np.unique(tm[ut & mine])
+        if not len(tt):
+            continue
+        qt = tm[q_rows[table.pid[q_rows] == p]]
+        pt = np.sort(tm[placed & mine])
+        # the bio queued last before the sleep: when no request was allocated or merged for
+        # it before the sleep, the task slept inside its submission (rq_qos_throttle, a tag
+        # wait in blk_mq_get_new_requests), before its request joined the plug; the flush
+        # then goes before that bio
+        k = np.searchsorted(qt, tt, side="right") - 1
+        has_q = k >= 0
+        tq = np.where(has_q, qt[np.maximum(k, 0)], tt)
+        done = np.searchsorted(pt, tt, side="right") - np.searchsorted(pt, tq, side="left")
+        at = np.where(has_q & (done == 0), tq - 1, tt)
+        out[int(p)] = np.unique(at) - t0
+    return out
 
 
 def _mirror_read_choices(table: EventTable, top_dev: int) -> npt.NDArray[np.int64]:
@@ -317,10 +373,34 @@ def _metadata_write_rows(table: EventTable, top_dev: int, *, per_request: bool =
     a device whose trace shows no such Q (7.x traces md's flush-sequenced superblock write
     from its insertion on), their I. ``per_request``: the I of every request whose trace
     shows no Q of its own (under a loop device: jbd2's flush-sequenced commit block among its
-    traced log-block writes)."""
+    traced log-block writes).
+
+    Only writes the replay does not send down itself: md's own (``md_super_write`` submits
+    straight to the member: no remap), and clones of top bios the trace shows no Q for. A
+    file system's metadata written through the array (ext4's journal and bitmaps, REQ_META
+    from jbd2 or the flusher) reaches the members as remapped clones (A, then Q) of
+    top-device bios, which the replay already sends down; those rows (and the I of their
+    requests) are left out.
+    """
     act = table.action
     base = (table.dev != top_dev) & ((table.rwbs & RWBS_META) != 0) & \
         ((table.rwbs & RWBS_WRITE) != 0) & (table.nr_sectors > 0)
+    remap = np.flatnonzero((act == ACT_REMAP) & (table.dev != top_dev) & (table.nr_sectors > 0)
+                           & (table.aux2 == top_dev))
+    topq = np.flatnonzero((act == ACT_QUEUE) & (table.dev == top_dev) & (table.nr_sectors > 0))
+    if len(remap) and len(topq):
+        # only clones of bios the top device's Q events show (the replay's input): a member
+        # write whose top bio the trace lacks (7.x traces no md0 Q for some of jbd2's
+        # REQ_PREFLUSH|REQ_FUA writes) is replayed from the member's own events
+        start = table.sector[topq].astype(np.int64)
+        order = np.argsort(start, kind="stable")
+        start = start[order]
+        reach = np.maximum.accumulate(start + table.nr_sectors[topq].astype(np.int64)[order])
+        src = table.aux[remap].astype(np.int64)
+        k = np.searchsorted(start, src, side="right") - 1
+        shown = (k >= 0) & (reach[np.maximum(k, 0)] > src)
+        key = table.dev.astype(np.int64) * (1 << 44) + table.sector.astype(np.int64)
+        base &= ~np.isin(key, key[remap[shown]])
     q = np.flatnonzero(base & (act == ACT_QUEUE))
     if per_request:
         i = np.flatnonzero(base & (act == ACT_INSERT))
@@ -843,13 +923,17 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
                         del layouts[i]
     if engine not in ("auto", "python", "fast"):
         raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
+    interleave = bios.depth == 0 and _units_interleave(pid, plug)
+    flushes = bool(np.any(nr == 0))
+    sleeps: dict[int, npt.NDArray[np.int64]] = dict(bios.meta.get("sleeps") or {})
     if engine != "python":
         from workers.model import fast
 
         big = len(sector) >= FAST_MIN_BIOS or engine == "fast"
-        # units without a task plug, and bios with their own memory runs, run on the Python
-        # engine only
-        if big and not bool(np.any(plug < 0)) and not layouts and \
+        # units without a task plug, bios with their own memory runs, threads whose plugs
+        # interleave and empty flushes run on the Python engine only
+        if big and not bool(np.any(plug < 0)) and not layouts and not interleave and \
+                not flushes and \
                 fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
             # both engines model tag waits (a thread sleeps, its plug is flushed from schedule)
             if progress is not None:
@@ -914,20 +998,59 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             eng.complete(payload, t)
             eng.raid5_unplug()
             continue
-        th, ui = payload
-        unit = Unit(th, ui)
+        if kind == EV_BIO:
+            # the next bio of a unit whose thread other threads' bios interleave with
+            unit, plug_obj, rows, k, naps, j = payload
+            th = unit.thread
+            ui = unit.index
+            if plug_obj is not None:
+                eng.open_plugs.remove(plug_obj)
+        else:
+            th, ui = payload
+            unit = Unit(th, ui)
+            # a negative plug id: submitted without a task plug (see _mark_unplugged)
+            plug_obj = eng.make_plug() if plug_l[th.units[ui][1][0]] >= 0 else None
+            rows, k = th.units[ui][1], 0
+            naps, j = _naps_within(sleeps.get(th.pid), time_l[rows[0]], time_l[rows[-1]]) \
+                if interleave and plug_obj is not None else (_NO_NAPS, 0)
         eng.now = max(eng.now, t)
-        # a negative plug id: submitted without a task plug (see _mark_unplugged); below
-        # -_NO_PLUG without __submit_bio's per-bio plug either
-        pid0 = plug_l[th.units[ui][1][0]]
-        plug_obj = eng.make_plug() if pid0 >= 0 else None
         eng.plug = plug_obj
-        eng.no_plug = pid0 < -_NO_PLUG
-        for i in th.units[ui][1]:
+        # below -_NO_PLUG: without __submit_bio's per-bio plug either (see _mark_unplugged)
+        eng.no_plug = plug_l[rows[0]] < -_NO_PLUG
+        due = 0
+        while k < len(rows):
+            i = rows[k]
+            if j < len(naps) and naps[j] <= time_l[i]:
+                if naps[j] > eng.now:
+                    due = naps[j]
+                    break
+                # the trace shows the thread sleeping here: its plug goes out from schedule
+                assert plug_obj is not None
+                plug_obj.flush(True)
+                j += 1
+                continue
+            if interleave and k and time_l[i] > eng.now:
+                due = time_l[i]
+                break
             eng.now = max(eng.now, time_l[i]) if not th.sync else eng.now
+            if nr_l[i] == 0:
+                eng.submit_flush(th.pid, rwbs_l[i])  # blkdev_issue_flush: no plug, no data
+                k += 1
+                continue
             b = Bio(top, sector_l[i], nr_l[i], ops[i], rwbs_l[i], _flags_of(rwbs_l[i]), unit,
                     None, 0, seg_l[i], th.pid, layout=layouts.get(i))
             eng.submit_bio(b)
+            k += 1
+        if k < len(rows):
+            # the thread keeps its plug (current->plug) until it submits its next bio;
+            # meanwhile other threads submit and completions come in
+            eng.plug = None
+            eng.no_plug = False
+            if plug_obj is not None:
+                eng.open_plugs.append(plug_obj)
+            eng.hseq += 1
+            heapq.heappush(uheap, (due, eng.hseq, EV_BIO, (unit, plug_obj, rows, k, naps, j)))
+            continue
         unit.submitted = True
         if plug_obj is not None:
             plug_obj.flush(False)
@@ -947,6 +1070,53 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     if progress is not None:
         progress(n, n)
     return _table(eng, stack, policy, bios, seed) if record else EventTable.empty()
+
+
+_NO_NAPS: list[int] = []
+
+
+def _naps_within(times: npt.NDArray[np.int64] | None, first: int, last: int
+                 ) -> tuple[list[int], int]:
+    """The thread's sleeps (trace UT times) after its unit's first bio and before its last:
+    the plug is flushed from schedule there (:func:`_schedule_flushes`)."""
+    if times is None or not len(times):
+        return _NO_NAPS, 0
+    a = int(np.searchsorted(times, first, side="right"))
+    b = int(np.searchsorted(times, last, side="left"))
+    return (times[a:b].tolist(), 0) if b > a else (_NO_NAPS, 0)
+
+
+def _units_interleave(pid: npt.ArrayLike, plug: npt.ArrayLike) -> bool:
+    """Some thread's unit (one plug) spans another thread's bios in the trace.
+
+    Each task has its own plug (``current->plug``, ``blk_start_plug``): two tasks writing back
+    at once (the flusher's ``wb_writeback`` and ``sync``'s ``sync_inodes_sb``, each under a
+    plug around its ``do_writepages``) add requests to their own plugs while the other runs on
+    the other CPU, and each plug flushes when its newest request reaches
+    BLK_PLUG_FLUSH_SIZE (``blk_add_rq_to_plug``), so their requests reach the disk interleaved
+    as their bios were. The replay then submits such units bio by bio at the trace's times,
+    keeping each thread's plug between its bios, instead of one unit at a time.
+    """
+    pid = np.asarray(pid, dtype=np.int64)
+    plug = np.asarray(plug, dtype=np.int64)
+    n = len(pid)
+    if n < 2 or bool(np.all(pid == pid[0])):
+        return False
+    # units as the driver builds them: per thread (rows in trace order), a new unit where
+    # the plug id changes
+    order = np.lexsort((np.arange(n), pid))
+    p, g = pid[order], plug[order]
+    new = np.r_[True, (p[1:] != p[:-1]) | (g[1:] != g[:-1])]
+    uid = np.cumsum(new) - 1
+    first = np.full(int(uid[-1]) + 1, n, dtype=np.int64)
+    last = np.full(int(uid[-1]) + 1, -1, dtype=np.int64)
+    np.minimum.at(first, uid, order)
+    np.maximum.at(last, uid, order)
+    # a unit whose first and last rows enclose a row of another unit: rows of one thread's
+    # units follow each other, so that row is another thread's
+    s = np.argsort(first, kind="stable")
+    reach = np.maximum.accumulate(last[s])
+    return bool(np.any(first[s][1:] < reach[:-1]))
 
 
 def _replay_fast(eng: Engine, bios: BioStream, stack: Stack, policy: Policy, seed: int,
@@ -1073,7 +1243,7 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     order = np.argsort(meta[0], kind="stable")
     meta = meta[:, order]
     bt = bios.time_ns
-    writes = np.flatnonzero((bios.rwbs & RWBS_WRITE) != 0)
+    writes = np.flatnonzero(((bios.rwbs & RWBS_WRITE) != 0) & (bios.nr_sectors > 0))
     wt = bt[writes]
     # groups: consecutive metadata writes with no top bio submitted between them
     nxt = np.searchsorted(bt, meta[0], side="right")

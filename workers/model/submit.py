@@ -58,6 +58,7 @@ from workers.events import (
     ACT_SPLIT,
     ACT_UNPLUG_IO,
     ACT_UNPLUG_TIMER,
+    RWBS_FLUSH,
     RWBS_NONE,
     RWBS_READ,
     RWBS_SYNC,
@@ -163,6 +164,10 @@ STEP_NS = 200
 EV_COMPLETE = 0
 EV_UNIT = 1
 
+
+#: Stacked kinds whose empty flush goes to every member (md_flush_request; dm's
+#: __send_empty_flush for the dm targets modelled as these kinds).
+RAID_FLUSH_KINDS = frozenset({"raid0", "raid1", "raid10", "raid4", "raid5", "raid6", "linear"})
 
 #: STRIPE_SECTORS: one stripe_head covers 4 KiB of every member.
 STRIPE_SECTORS = 8
@@ -364,6 +369,8 @@ class Engine:
                                           else lim.queue_depth, 1)
         self.bio_list: list[deque[Bio]] | None = None
         self.plug: Plug | None = None
+        #: plugs of threads between two of their bios (set by the replay driver)
+        self.open_plugs: list[Plug] = []
         #: completions (``kick``) and unit starts (the replay driver) in two heaps ordered by
         #: (time, hseq); the driver takes the smaller head, a thread sleeping for a tag only
         #: the completions
@@ -439,6 +446,45 @@ class Engine:
         """``submit_bio`` from a thread (the top of the stack)."""
         self._count(bio)
         self.submit_noacct(bio, split=False)
+
+    def submit_flush(self, pid: int, rwbs: int, unit: Any = None) -> None:
+        """An empty REQ_PREFLUSH bio (``blkdev_issue_flush``: fsync, sync, umount, mkfs)
+        queued on the top device, down to every disk below it.
+
+        ``md_flush_request`` sends an empty flush to every member in ``rdev_for_each``
+        order: ``bind_rdev_to_array`` adds each rdev at the list head (``list_add_rcu``), so
+        the last member bound comes first; device-mapper (``__send_empty_flush``) clones one
+        per target device in table order. A disk with a volatile write cache gets the flush
+        request of ``blk_insert_flush`` (REQ_FSEQ_PREFLUSH alone: no data), which
+        ``blk_kick_flush`` dispatches ahead of queued requests (D of 0 sectors, ``FN``);
+        without one, ``submit_bio_noacct`` ends the bio before it is queued (no Q).
+        """
+        self._flush_to(self.stack.top, pid, rwbs, top=True)
+
+    def _flush_to(self, node: Node, pid: int, rwbs: int, *, top: bool = False) -> None:
+        if node.kind == "disk":
+            if "through" in str(node.limits.get("write_cache", "write back")).lower():
+                return
+            self.ev(node.dev, pid, ACT_QUEUE, rwbs, 0, 0)
+            self.tick()
+            self.ev(node.dev, pid, ACT_GETRQ, rwbs, 0, 0)
+            self.tick()
+            self.ev(node.dev, pid, ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0)
+            self.ev(node.dev, 0, ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0)
+            self.tick()
+            return
+        if top:
+            self.ev(node.dev, pid, ACT_QUEUE, rwbs, 0, 0)
+            self.tick()
+        if node.kind not in RAID_FLUSH_KINDS:
+            return  # a loop device's flush is its file system's fsync (traced on the disk)
+        members = list(enumerate(node.members))
+        if not node.approximates:
+            members.reverse()  # md: rdev_for_each, newest bound first
+        for i, member in members:
+            if i in node.failed:
+                continue
+            self._flush_to(member, pid, (rwbs | RWBS_WRITE | RWBS_FLUSH) & ~RWBS_SYNC, top=True)
 
     def submit_noacct(self, bio: Bio, split: bool) -> None:
         """``submit_bio_noacct_nocheck``."""
@@ -1098,10 +1144,21 @@ class Engine:
         if self.plug is not None:
             self.plug.flush(True)
         self.run_deferred()  # the thread sleeps: kblockd's worker gets the CPU
-        while self.alloc[dev] >= self.tag_limit[dev] and self.heap:
-            t, _, _, rq = heapq.heappop(self.heap)
-            self.now = max(self.now, t)
-            self.complete(rq, t)
+        while self.alloc[dev] >= self.tag_limit[dev]:
+            if self.heap:
+                t, _, _, rq = heapq.heappop(self.heap)
+                self.now = max(self.now, t)
+                self.complete(rq, t)
+                continue
+            # every tag is held by requests in other threads' open plugs (threads submitting
+            # bio by bio, see workers.model.replay._units_interleave): those threads run on
+            # and their plugs reach the queue (they finish them, or sleep); the waiter gets
+            # a tag once one of those requests completes
+            others = [p for p in self.open_plugs if p is not self.plug and p.rqs]
+            if not others:
+                break
+            for p in others:
+                p.flush(True)
 
     def make_plug(self) -> Plug:
         plug = Plug(self.policy, self.limits.__getitem__,

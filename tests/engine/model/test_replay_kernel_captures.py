@@ -92,7 +92,8 @@ def test_capture_6_1_order_differs_under_6_18_policy(tmp_path):
 
 def test_bios_from_table_plug_rules_and_flushes():
     """Plugs come from the G/D state, else from the workload's bs, else one per bio; bare
-    flushes (0 sectors) are not replayed; a device without Q events is a typed error."""
+    flushes (0 sectors, REQ_PREFLUSH) are kept as empty rows (the replay sends them down as
+    empty flushes); a device without Q events is a typed error."""
     from workers.errors import ModelConfigError
     from workers.events import ACT_QUEUE, RWBS_FLUSH, RWBS_READ, RWBS_WRITE, EventTable, make_dev
 
@@ -102,10 +103,11 @@ def test_bios_from_table_plug_rules_and_flushes():
                                 nr_sectors=[1024, 1024, 0, 1024],
                                 rwbs=[RWBS_READ, RWBS_READ, RWBS_FLUSH | RWBS_WRITE, RWBS_READ])
     per_bio = bios_from_table(t, dev)
-    assert per_bio.sector.tolist() == [0, 1024, 2048]
-    assert per_bio.plug.tolist() == [0, 1, 2]
+    assert per_bio.sector.tolist() == [0, 1024, 0, 2048]
+    assert per_bio.nr_sectors.tolist() == [1024, 1024, 0, 1024]
+    assert per_bio.plug.tolist() == [0, 1, 2, 3]
     by_bs = bios_from_table(t, dev, workload="dd if=/dev/sda of=/dev/null bs=1M iflag=direct")
-    assert by_bs.plug.tolist() == [0, 0, 1]
+    assert by_bs.plug.tolist() == [0, 0, 1, 1]
     with pytest.raises(ModelConfigError):
         bios_from_table(t, make_dev(8, 16))
 
