@@ -37,6 +37,9 @@ F_PRIO = 16
 F_BACKGROUND = 32
 F_FUA = 64
 F_PREFLUSH = 128
+#: the bio's op never merges (``rq_mergeable``: REQ_OP_WRITE_ZEROES ...); unlike REQ_NOMERGE
+#: md does not clear it, and clones and split pieces keep it
+F_UNMERGEABLE = 256
 
 MERGE_NONE = 0
 MERGE_BACK = 1
@@ -117,7 +120,7 @@ class Request:
         self.nr = bio.nr
         self.op = bio.op
         self.rwbs = bio.rwbs
-        self.nomerge = bool(bio.flags & F_NOMERGE)
+        self.nomerge = bool(bio.flags & (F_NOMERGE | F_UNMERGEABLE))
         self.nsegs = nsegs
         self.bios = [bio]
         self.pid = bio.pid
@@ -143,7 +146,8 @@ def rq_max_sectors(op: int, offset: int, lim: QueueLimits) -> int:
 
 def attempt_bio_merge(rq: Request, bio: Bio, nsegs: int, lim: QueueLimits) -> int:
     """Try to merge ``bio`` into ``rq``; returns MERGE_* (and updates ``rq`` on success)."""
-    if rq.nomerge or bio.flags & F_NOMERGE or rq.op != bio.op or rq.dev != bio.dev:
+    if rq.nomerge or bio.flags & (F_NOMERGE | F_UNMERGEABLE) or rq.op != bio.op or \
+            rq.dev != bio.dev:
         return MERGE_NONE
     discard = is_discard_op(rq.op)
     if discard and lim.max_discard_segments > 1:

@@ -45,6 +45,7 @@ from workers.events import (
     ACT_PLUG,
     ACT_QUEUE,
     ACT_REMAP,
+    ACT_SPLIT,
     ACT_UNPLUG_IO,
     ACT_UNPLUG_TIMER,
     COLUMN_DTYPES,
@@ -76,7 +77,7 @@ from workers.model.evbuf import (
     rows_to_chunk,
 )
 from workers.model.layout import layouts_from_evidence, split_evidence
-from workers.model.plug import F_IDLE, F_SYNC, Bio
+from workers.model.plug import F_IDLE, F_SYNC, F_UNMERGEABLE, Bio
 from workers.model.policy import Policy, parse_size
 from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
 from workers.model.stack import Stack, all_limits
@@ -236,6 +237,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     mirror = _mirror_read_choices(table, top_dev)
     if len(mirror[0]):
         meta["mirror_reads"] = mirror
+    unmergeable = _unmergeable_writes(table, rows, top_dev, stack)
+    if bool(np.any(unmergeable)):
+        meta["unmergeable"] = unmergeable
     loop = stack is not None and stack.top.kind == "loop" and bool(stack.top.file_extents)
     mrows = _metadata_write_rows(table, top_dev, per_request=loop)
     if loop:
@@ -648,7 +652,152 @@ def _plugs_from_issue_state(table: EventTable, q_rows: npt.NDArray[np.intp]) -> 
 
 
 _KEY2 = types.UniTuple(types.int64, 2)
+_KEY3 = types.UniTuple(types.int64, 3)
 _I64 = types.int64
+
+#: max_sectors when the manifest gives none (BLK_DEF_MAX_SECTORS_CAP, 1280 KiB).
+_DEFAULT_MAX_SECTORS = 2560
+
+
+def _unmergeable_writes(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int,
+                        stack: Stack | None) -> npt.NDArray[np.bool_]:
+    """Per top Q: a write whose op the trace shows never merges (REQ_OP_WRITE_ZEROES).
+
+    ``rq_mergeable`` refuses REQ_OP_WRITE_ZEROES (and flush, zone append) outright, but a
+    blktrace of a v1 kernel writes a write-zeroes bio as a plain W (``__blk_add_trace`` maps
+    every op that writes to BLK_TC_WRITE). The trace still shows it: a piece that gets a
+    request of its own (G) while its thread's plug holds exactly one request of that device,
+    ending where the piece starts, not a split front (REQ_NOMERGE) and with room under
+    ``max_sectors``, was refused a merge that every ``blk_attempt_plug_merge`` variant tries
+    (the tail request, or with several queues the first of this queue: with one request of
+    the queue in the plug, it is that one). ext4's lazy inode-table init
+    (``ext4_init_inode_table`` -> ``sb_issue_zeroout`` -> ``__blkdev_issue_write_zeroes``)
+    shows it on every member of an md array. Such a top bio, every piece of it, and the rest
+    of its thread's contiguous run of bios of the same flags (one zeroout call's chain) are
+    replayed as unmergeable.
+    """
+    n = len(q_rows)
+    out = np.zeros(n, dtype=np.bool_)
+    act = table.action
+    rel = np.flatnonzero((act == ACT_GETRQ) | (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)
+                         | (act == ACT_INSERT) | (act == ACT_ISSUE) | (act == ACT_SPLIT))
+    if n == 0 or not bool(np.any(act[rel] == ACT_GETRQ)):
+        return out
+    devs = np.unique(table.dev[rel])
+    cap = np.full(len(devs), _DEFAULT_MAX_SECTORS, dtype=np.int64)
+    if stack is not None:
+        nodes = stack.by_dev()
+        for k, d in enumerate(devs.tolist()):
+            node = nodes.get(int(d))
+            kb = node.limits.get("max_sectors_kb") if node is not None else None
+            if kb is not None:
+                try:
+                    cap[k] = int(kb) * 2
+                except (TypeError, ValueError):
+                    pass
+    dev_cap = cap[np.searchsorted(devs, table.dev[rel])]
+    write = (table.rwbs[rel] & RWBS_WRITE) != 0
+    refused = _refused_merges(act[rel].astype(np.int64), table.dev[rel].astype(np.int64),
+                              table.sector[rel].astype(np.int64),
+                              table.nr_sectors[rel].astype(np.int64),
+                              table.pid[rel].astype(np.int64), write, dev_cap)
+    if not bool(np.any(refused)):
+        return out
+    # each refused piece back to its top bio: its own sector on the top device, else the
+    # array sector its remap (A) came from
+    g = rel[refused]
+    src = table.sector[g].astype(np.int64)
+    below = table.dev[g] != top_dev
+    if bool(np.any(below)):
+        a = np.flatnonzero((act == ACT_REMAP) & (table.aux2 == top_dev))
+        akey = table.dev[a].astype(np.int64) * (1 << 44) + table.sector[a].astype(np.int64)
+        order = np.argsort(akey, kind="stable")
+        akey = akey[order]
+        gkey = table.dev[g].astype(np.int64) * (1 << 44) + src
+        k = np.searchsorted(akey, gkey, side="right") - 1
+        hit = (k >= 0) & (akey[np.maximum(k, 0)] == gkey)
+        src = np.where(below & hit, table.aux[a[order][np.maximum(k, 0)]].astype(np.int64),
+                       np.where(below, -1, src))
+    qs = table.sector[q_rows].astype(np.int64)
+    qe = qs + table.nr_sectors[q_rows].astype(np.int64)
+    qt = table.time_ns[q_rows].astype(np.int64)
+    gt = table.time_ns[g].astype(np.int64)
+    for s_, t_ in zip(src.tolist(), gt.tolist(), strict=True):
+        if s_ < 0:
+            continue
+        cand = np.flatnonzero((qs <= s_) & (qe > s_) & (qt <= t_))
+        if len(cand):
+            out[cand[-1]] = True
+    # one zeroout call (the __blkdev_issue_write_zeroes loop) submits a chain of contiguous
+    # bios of one op: the rest of the run shares the op the evidence showed for one of them
+    # (the refusal shows only while the plug holds one request of the device)
+    pid = table.pid[q_rows].astype(np.int64)
+    rw = table.rwbs[q_rows].astype(np.int64)
+    for p in np.unique(pid[out]).tolist():
+        mine = np.flatnonzero(pid == p)
+        cont = np.r_[False, (qs[mine][1:] == qe[mine][:-1]) & (rw[mine][1:] == rw[mine][:-1])]
+        run = np.cumsum(~cont)
+        hit = np.unique(run[out[mine]])
+        out[mine[np.isin(run, hit)]] = True
+    return out
+
+
+@njit(cache=True)
+def _refused_merges(act: Any, dev: Any, sec: Any, nr: Any, pid: Any, write: Any,
+                    cap: Any) -> Any:  # pragma: no cover - compiled
+    """The G rows of :func:`_unmergeable_writes` (rows in time order)."""
+    m = len(act)
+    out = np.zeros(m, dtype=np.bool_)
+    # requests in a plug: (dev, start) -> row of their G; their end and owner
+    at_start = Dict.empty(key_type=_KEY2, value_type=_I64)
+    by_end = Dict.empty(key_type=_KEY3, value_type=_I64)
+    count = Dict.empty(key_type=_KEY2, value_type=_I64)
+    start = np.zeros(m, dtype=np.int64)
+    end = np.zeros(m, dtype=np.int64)
+    front = np.zeros(m, dtype=np.bool_)
+    fronts = Dict.empty(key_type=_KEY2, value_type=_I64)
+    for r in range(m):
+        a = act[r]
+        d = dev[r]
+        s = sec[r]
+        p = pid[r]
+        if a == 13:  # X: the front piece carries REQ_NOMERGE
+            fronts[(d, s)] = r
+        elif a == 4:  # G
+            c = count.get((d, p), 0)
+            if c == 1 and write[r] and (d, p, s) in by_end:
+                o = by_end[(d, p, s)]
+                if write[o] and not front[o] and end[o] - start[o] + nr[r] <= cap[r]:
+                    out[r] = True
+            start[r] = s
+            end[r] = s + nr[r]
+            front[r] = (d, s) in fronts
+            if (d, s) in fronts:
+                del fronts[(d, s)]
+            at_start[(d, s)] = r
+            by_end[(d, p, s + nr[r])] = r
+            count[(d, p)] = c + 1
+        elif a == 2:  # back merge into the request ending here
+            if (d, p, s) in by_end:
+                o = by_end[(d, p, s)]
+                del by_end[(d, p, s)]
+                end[o] = s + nr[r]
+                by_end[(d, p, end[o])] = o
+        elif a == 3:  # front merge into the request starting after the bio
+            if (d, s + nr[r]) in at_start:
+                o = at_start[(d, s + nr[r])]
+                del at_start[(d, s + nr[r])]
+                start[o] = s
+                at_start[(d, s)] = o
+        else:  # I or D: the request left the plug
+            if (d, s) in at_start:
+                o = at_start[(d, s)]
+                del at_start[(d, s)]
+                q = pid[o]
+                if (d, q, end[o]) in by_end and by_end[(d, q, end[o])] == o:
+                    del by_end[(d, q, end[o])]
+                count[(d, q)] = count.get((d, q), 1) - 1
+    return out
 
 
 @njit(cache=True)
@@ -925,6 +1074,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
     interleave = bios.depth == 0 and _units_interleave(pid, plug)
     flushes = bool(np.any(nr == 0))
+    unmerge = np.asarray(bios.meta.get("unmergeable", np.zeros(0, np.bool_)), dtype=np.bool_)
+    if len(unmerge) != len(sector):
+        unmerge = np.zeros(len(sector), dtype=np.bool_)
+    unmerge_l = unmerge.tolist()
     sleeps: dict[int, npt.NDArray[np.int64]] = dict(bios.meta.get("sleeps") or {})
     if engine != "python":
         from workers.model import fast
@@ -933,7 +1086,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         # units without a task plug, bios with their own memory runs, threads whose plugs
         # interleave and empty flushes run on the Python engine only
         if big and not bool(np.any(plug < 0)) and not layouts and not interleave and \
-                not flushes and \
+                not flushes and not bool(np.any(unmerge)) and \
                 fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
             # both engines model tag waits (a thread sleeps, its plug is flushed from schedule)
             if progress is not None:
@@ -1037,7 +1190,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
                 eng.submit_flush(th.pid, rwbs_l[i])  # blkdev_issue_flush: no plug, no data
                 k += 1
                 continue
-            b = Bio(top, sector_l[i], nr_l[i], ops[i], rwbs_l[i], _flags_of(rwbs_l[i]), unit,
+            flags = _flags_of(rwbs_l[i]) | (F_UNMERGEABLE if unmerge_l[i] else 0)
+            b = Bio(top, sector_l[i], nr_l[i], ops[i], rwbs_l[i], flags, unit,
                     None, 0, seg_l[i], th.pid, layout=layouts.get(i))
             eng.submit_bio(b)
             k += 1
