@@ -80,7 +80,7 @@ from workers.model.layout import layouts_from_evidence, split_evidence
 from workers.model.plug import F_IDLE, F_SYNC, F_UNMERGEABLE, Bio
 from workers.model.policy import Policy, parse_size
 from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
-from workers.model.stack import Stack, all_limits
+from workers.model.stack import RAID456, Stack, all_limits
 from workers.model.submit import EV_COMPLETE, EV_UNIT, Engine, Unit
 from workers.traces.filefrag import FileExtent
 
@@ -657,6 +657,8 @@ _I64 = types.int64
 
 #: max_sectors when the manifest gives none (BLK_DEF_MAX_SECTORS_CAP, 1280 KiB).
 _DEFAULT_MAX_SECTORS = 2560
+#: max_segments when the manifest gives none (BLK_MAX_SEGMENTS).
+_DEFAULT_MAX_SEGMENTS = 128
 
 
 def _unmergeable_writes(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int,
@@ -667,8 +669,10 @@ def _unmergeable_writes(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev
     blktrace of a v1 kernel writes a write-zeroes bio as a plain W (``__blk_add_trace`` maps
     every op that writes to BLK_TC_WRITE). The trace still shows it: a piece that gets a
     request of its own (G) while its thread's plug holds exactly one request of that device,
-    ending where the piece starts, not a split front (REQ_NOMERGE) and with room under
-    ``max_sectors``, was refused a merge that every ``blk_attempt_plug_merge`` variant tries
+    ending where the piece starts, neither a split front (REQ_NOMERGE) nor a preflush or FUA
+    write (REQ_NOMERGE_FLAGS), and with room under ``max_sectors`` and for as many pages as
+    ``max_segments`` (a segment holds a page at least), on a queue that allows merges, was
+    refused a merge that every ``blk_attempt_plug_merge`` variant tries
     (the tail request, or with several queues the first of this queue: with one request of
     the queue in the plug, it is that one). ext4's lazy inode-table init
     (``ext4_init_inode_table`` -> ``sb_issue_zeroout`` -> ``__blkdev_issue_write_zeroes``)
@@ -684,19 +688,25 @@ def _unmergeable_writes(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev
     if n == 0 or not bool(np.any(act[rel] == ACT_GETRQ)):
         return out
     devs = np.unique(table.dev[rel])
-    cap = np.full(len(devs), _DEFAULT_MAX_SECTORS, dtype=np.int64)
+    # what a merge may reach for sure: max_sectors, and max_segments pages (a segment holds
+    # at least a page, so no more pages than segments can overflow them); nomerges: none
+    cap = np.full(len(devs), min(_DEFAULT_MAX_SECTORS, _DEFAULT_MAX_SEGMENTS * 8),
+                  dtype=np.int64)
     if stack is not None:
         nodes = stack.by_dev()
         for k, d in enumerate(devs.tolist()):
             node = nodes.get(int(d))
-            kb = node.limits.get("max_sectors_kb") if node is not None else None
-            if kb is not None:
-                try:
-                    cap[k] = int(kb) * 2
-                except (TypeError, ValueError):
-                    pass
+            lim = node.limits if node is not None else {}
+            try:
+                sectors = int(lim.get("max_sectors_kb", _DEFAULT_MAX_SECTORS // 2)) * 2
+                pages = int(lim.get("max_segments", _DEFAULT_MAX_SEGMENTS)) * 8
+                cap[k] = 0 if int(lim.get("nomerges", 0) or 0) else min(sectors, pages)
+            except (TypeError, ValueError):
+                pass
     dev_cap = cap[np.searchsorted(devs, table.dev[rel])]
-    write = (table.rwbs[rel] & RWBS_WRITE) != 0
+    # REQ_NOMERGE_FLAGS: a preflush or FUA request never merges, whatever its op
+    write = ((table.rwbs[rel] & RWBS_WRITE) != 0) & \
+        ((table.rwbs[rel] & (RWBS_FLUSH | RWBS_FUA)) == 0)
     refused = _refused_merges(act[rel].astype(np.int64), table.dev[rel].astype(np.int64),
                               table.sector[rel].astype(np.int64),
                               table.nr_sectors[rel].astype(np.int64),
@@ -765,13 +775,13 @@ def _refused_merges(act: Any, dev: Any, sec: Any, nr: Any, pid: Any, write: Any,
             fronts[(d, s)] = r
         elif a == 4:  # G
             c = count.get((d, p), 0)
-            if c == 1 and write[r] and (d, p, s) in by_end:
+            front[r] = (d, s) in fronts  # a split front carries REQ_NOMERGE itself
+            if c == 1 and write[r] and not front[r] and (d, p, s) in by_end:
                 o = by_end[(d, p, s)]
                 if write[o] and not front[o] and end[o] - start[o] + nr[r] <= cap[r]:
                     out[r] = True
             start[r] = s
             end[r] = s + nr[r]
-            front[r] = (d, s) in fronts
             if (d, s) in fronts:
                 del fronts[(d, s)]
             at_start[(d, s)] = r
@@ -1072,7 +1082,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
                         del layouts[i]
     if engine not in ("auto", "python", "fast"):
         raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
-    interleave = bios.depth == 0 and _units_interleave(pid, plug)
+    # raid4/5/6: the stripes a thread's bios touch wait on its plug (release_stripe_plug),
+    # which the replay keeps per unit, not per bio: such stacks keep whole units
+    interleave = bios.depth == 0 and not any(nd.kind in RAID456 for nd in stack.nodes()) \
+        and _units_interleave(pid, plug)
     flushes = bool(np.any(nr == 0))
     unmerge = np.asarray(bios.meta.get("unmergeable", np.zeros(0, np.bool_)), dtype=np.bool_)
     if len(unmerge) != len(sector):
