@@ -1082,10 +1082,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
                         del layouts[i]
     if engine not in ("auto", "python", "fast"):
         raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
-    # raid4/5/6: the stripes a thread's bios touch wait on its plug (release_stripe_plug),
-    # which the replay keeps per unit, not per bio: such stacks keep whole units
-    interleave = bios.depth == 0 and not any(nd.kind in RAID456 for nd in stack.nodes()) \
-        and _units_interleave(pid, plug)
+    interleave = bio_by_bio(pid, plug, bios.depth, stack)
     flushes = bool(np.any(nr == 0))
     unmerge = np.asarray(bios.meta.get("unmergeable", np.zeros(0, np.bool_)), dtype=np.bool_)
     if len(unmerge) != len(sector):
@@ -1240,6 +1237,15 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
 
 
 _NO_NAPS: list[int] = []
+
+
+def bio_by_bio(pid: npt.ArrayLike, plug: npt.ArrayLike, depth: int, stack: Stack) -> bool:
+    """The replay submits bio by bio (each thread keeping its plug between its bios): threads
+    replayed at the trace's times (depth 0) whose units overlap (:func:`_units_interleave`),
+    except on raid4/5/6 stacks: the stripes a thread's bios touch wait on that thread's plug
+    (``release_stripe_plug``), which the replay keeps per unit, not per bio."""
+    return depth == 0 and not any(nd.kind in RAID456 for nd in stack.nodes()) \
+        and _units_interleave(pid, plug)
 
 
 def _naps_within(times: npt.NDArray[np.int64] | None, first: int, last: int

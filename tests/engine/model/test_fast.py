@@ -15,7 +15,7 @@ from workers.model import (
     stack_from_spec,
 )
 from workers.model.policy import CHOICES
-from workers.model.replay import _units_interleave
+from workers.model.replay import bio_by_bio
 
 COLUMNS = ("time_ns", "seq", "dev", "pid", "action", "rwbs", "sector", "nr_sectors", "aux",
            "aux2")
@@ -64,7 +64,7 @@ def test_fast_engine_equals_python_engine(stack, kernel, order, cand, nomerge, b
                                    time_ns=np.arange(n) * 3000, plug=np.arange(n) // plug_every,
                                    depth=depth)
     slow = replay(stream, s, policy, engine="python")
-    if depth == 0 and _units_interleave(stream.pid, stream.plug):
+    if bio_by_bio(stream.pid, stream.plug, depth, s):
         # threads whose plugs overlap in time are submitted bio by bio: Python only
         with pytest.raises(ModelConfigError):
             replay(stream, s, policy, engine="fast")

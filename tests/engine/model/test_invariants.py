@@ -39,7 +39,7 @@ from workers.events import (
 )
 from workers.model import bios_from_workload, preset_for_kernel, replay, stack_from_spec
 from workers.model.fast import eligible
-from workers.model.replay import _units_interleave
+from workers.model.replay import bio_by_bio
 from workers.model.stack import Stack, all_limits
 
 PRESETS = ("4.9", "5.15", "6.1", "6.6", "6.12", "6.17", "6.18", "7.2")
@@ -352,7 +352,7 @@ def test_replay_invariants_trace_bios(stack, kernel, bios, plug_every, depth):
     assert _same(table, replay(stream, s, policy, engine="python"))
     # threads whose plugs overlap in time submit bio by bio: the Python engine only
     if eligible(stream.rwbs, s, all_limits(s, policy)) and \
-            not (depth == 0 and _units_interleave(stream.pid, stream.plug)):
+            not bio_by_bio(stream.pid, stream.plug, depth, s):
         assert _same(table, replay(stream, s, policy, engine="fast"))
 
 
