@@ -273,8 +273,10 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
                 table.dev, [stack.top.dev, stack.top.members[0].dev]))
             before = np.searchsorted(np.sort(table.time_ns[d].astype(np.int64)), dt,
                                      side="left")
-            mm = _fold_merged(np.vstack([mm, before]), _merged_rows(table, mrows))
+            mm = _fold_merged(np.vstack([mm, before, mrows]), _merged_rows(table, mrows))
+            mm = _split_as_traced(table, mm)
             meta["fs_before"] = mm[5]
+            meta["fs_first"] = mm[7]
             mm = mm[:5]
         meta["md_meta"] = mm
     return BioStream(time_ns=t - (t.min() if n else 0), sector=table.sector[rows].astype(np.int64),
@@ -431,8 +433,13 @@ def _fs_own_rows(table: EventTable, dev: int, extents: Sequence[FileExtent], *,
     data = on & (table.nr_sectors > 0)
     q = np.flatnonzero(data & (act == ACT_QUEUE))
     i = np.flatnonzero(data & (act == ACT_INSERT))
-    if len(i):
-        i = i[~np.isin(table.sector[i], table.sector[q])]
+    if len(i) and len(q):  # an I inside a traced Q's range is a piece of it (a split's)
+        qs = table.sector[q].astype(np.int64)
+        qe = qs + table.nr_sectors[q].astype(np.int64)
+        o = np.argsort(qs, kind="stable")
+        qs, qe = qs[o], np.maximum.accumulate(qe[o])
+        k = np.searchsorted(qs, table.sector[i].astype(np.int64), side="right") - 1
+        i = i[~((k >= 0) & (qe[np.maximum(k, 0)] > table.sector[i].astype(np.int64)))]
     rows = np.r_[q, i]
     if len(rows) and extents:
         by_disk = sorted(extents, key=lambda e: e.physical)
@@ -446,6 +453,28 @@ def _fs_own_rows(table: EventTable, dev: int, extents: Sequence[FileExtent], *,
             touches &= ~write[rows]
         rows = rows[~touches]
     return np.sort(np.r_[rows, np.flatnonzero(flush)])
+
+
+def _split_as_traced(table: EventTable, mm: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Requests ``[time, dev, sector, nr, rwbs, before, row]`` of a file system's own bios cut
+    where the trace shows their device split them (X of the same device inside the bio's
+    range, after its Q: ``bio_split_to_limits`` at the queue's limits and the pages' layout,
+    which a page cache writeback bio's is not known otherwise); a row ``first`` (1 for the
+    piece that carries the bio's Q) is appended."""
+    x = np.flatnonzero(table.action == ACT_SPLIT)
+    cols: list[list[int]] = []
+    for j in range(mm.shape[1]):
+        t, dev, sec, nr, rw, before, row = (int(v) for v in mm[:, j])
+        cuts: list[int] = []
+        if len(x) and nr > 0 and table.action[row] == ACT_QUEUE:
+            c = x[(x > row) & (table.dev[x] == dev)]
+            pts = table.aux[c].astype(np.int64)
+            cuts = sorted({int(p) for p in pts if sec < p < sec + nr})
+        edges = [sec, *cuts, sec + nr]
+        for k in range(len(edges) - 1):
+            cols.append([t, dev, edges[k], edges[k + 1] - edges[k], rw, before, row,
+                         int(k == 0)])
+    return np.array(cols, dtype=np.int64).T.reshape(8, -1)
 
 
 def _merged_rows(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
@@ -1471,7 +1500,8 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
 
 
 def loop_fs_rows(meta: npt.NDArray[np.int64], before: npt.NDArray[np.int64], stack: Stack,
-                 d_times: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+                 d_times: npt.NDArray[np.int64], first: npt.NDArray[np.int64] | None = None
+                 ) -> npt.NDArray[np.int64]:
     """Predicted events of the file system's own requests on the disk under a loop device.
 
     Each goes where the trace dispatched it among the loop device's own dispatches (its D
@@ -1481,7 +1511,8 @@ def loop_fs_rows(meta: npt.NDArray[np.int64], before: npt.NDArray[np.int64], sta
     for comes before that read's I/O, whatever the two clocks say. Each request is its Q,
     then :func:`flush_sequence`'s flush / data / flush for the disk's ``write_cache`` and
     ``fua`` (a bare flush: its flush alone), whole before the next (one submitter waits for
-    each: jbd2, the syncing task).
+    each: jbd2, the syncing task). ``first``: 0 for a piece of a bio the trace split (no Q of
+    its own, :func:`_split_as_traced`).
     """
     disk = stack.top.members[0]
     lim = disk.limits
@@ -1500,7 +1531,7 @@ def loop_fs_rows(meta: npt.NDArray[np.int64], before: npt.NDArray[np.int64], sta
             at = int(d_times[min(b, len(d_times)) - 1]) + 1
         dev, sec, nr, rw = (int(x) for x in meta[1:, j])
         pre, data, post = flush_sequence(rw, wc, fua)
-        seq = [(ACT_QUEUE, rw, sec, nr)]
+        seq = [(ACT_QUEUE, rw, sec, nr)] if first is None or first[j] else []
         if pre:
             seq += flush
         if nr > 0:
@@ -1527,9 +1558,11 @@ def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int
         fs_before = bios.meta.get("fs_before")
         if stack.top.kind == "loop" and fs_before is not None and stack.top.members:
             loop_devs = [stack.top.dev, stack.top.members[0].dev]
+            fs_first = bios.meta.get("fs_first")
             add = loop_fs_rows(np.asarray(extra, np.int64), np.asarray(fs_before, np.int64),
                                stack, np.sort(one[EV_TIME][(one[EV_ACT] == ACT_ISSUE)
-                                                           & np.isin(one[EV_DEV], loop_devs)]))
+                                                           & np.isin(one[EV_DEV], loop_devs)]),
+                               None if fs_first is None else np.asarray(fs_first, np.int64))
         else:
             add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack,
                                    one[EV_TIME][np.newaxis, :], policy.sched_wakeup, top_q)

@@ -20,6 +20,7 @@ from workers.events import (
     ACT_INSERT,
     ACT_ISSUE,
     ACT_QUEUE,
+    ACT_SPLIT,
     RWBS_FLUSH,
     RWBS_FUA,
     RWBS_META,
@@ -295,3 +296,21 @@ def test_a_metadata_read_before_the_first_loop_read_is_replayed_first() -> None:
     pred = replay(bios_from_table(table, LOOP, stack=st), st, preset_for_kernel("6.12.117"),
                   engine="python")
     assert _issued(pred, VDA) == [(263176, 8, False), (100000, 1024, False)]
+
+
+def test_writeback_bios_are_cut_where_the_trace_split_them() -> None:
+    """A page cache writeback bio on the disk, split by the disk (X: its pages' layout is not
+    known otherwise): one request per piece, no Q (and no flush) for the remainder's I."""
+    Q, D, X = ACT_QUEUE, ACT_ISSUE, ACT_SPLIT
+    rows = [(1000, LOOP, Q, "WS", 0, 1024), (1001, LOOP, ACT_GETRQ, "WS", 0, 1024),
+            (1002, LOOP, D, "WS", 0, 1024), (1010, LOOP, ACT_COMPLETE, "WS", 0, 1024),
+            (2000, VDA, Q, "W", 100000, 2080), (2001, VDA, X, "W", 100000, 2064),
+            (2002, VDA, D, "W", 100000, 2064), (2003, VDA, ACT_INSERT, "W", 102064, 16),
+            (2004, VDA, D, "W", 102064, 16)]
+    table = _trace(rows)
+    table.aux[5] = 102064  # the X: where the remainder starts
+    st = stack_from_manifest(_manifest(dio=False))
+    pred = replay(bios_from_table(table, LOOP, stack=st), st, preset_for_kernel("6.12.117"),
+                  engine="python")
+    assert _issued(pred, VDA) == [(100000, 2064, True), (102064, 16, True)]
+    assert int(np.sum((pred.action == ACT_QUEUE) & (pred.dev == VDA))) == 1
