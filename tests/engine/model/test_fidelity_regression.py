@@ -36,6 +36,10 @@ CALIBRATION = {
     # loop with direct I/O: direct writes at the file's extents (loop_map), then ext4's jbd2
     # commit and sync's metadata writes as the trace shows them (was 0.480 as one disk)
     "7.3.4+deb13-amd64/loop_dio_ddw512k": 1.000,
+    # loop without direct I/O: writeback's bios on the disk as the trace split them (was 0.544)
+    "6.12.117+deb13-amd64/loop_buf_ddw512k": 1.000,
+    # direct reads of what direct writes converted reach the disk (distribution; was 0.667)
+    "6.12.117+deb13-amd64/loop_dio_ddwr256k": 1.000,
     # the dd buffer's memory runs read from the disk's max_segments splits (X: 992 = 124
     # pages in 62 segments; was 0.000)
     "6.12.117+deb13-amd64/seg62_disk_dd512k": 1.000,
