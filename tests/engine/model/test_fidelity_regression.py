@@ -29,6 +29,9 @@ CALIBRATION = {
     # raid0_make_request maps a split bio's remainder first (319ff40a5427; was 0.958: the
     # cross-member order of blkid's chunk-crossing reads)
     "6.1.0-57-amd64/r0_d4_c64_blkdiscard": 1.000,
+    # ext4 on raid0: lazyinit's write zeroes never merge (refused-merge evidence), empty
+    # flushes to every member, jbd2's writes through md not md's own (was 0.899)
+    "6.1.0-57-amd64/r0_d3_c128_fs_ddw512k": 0.985,
     # dm-crypt's 128 KiB request limit (0d815e3400e6, v6.11; was 0.000)
     "7.3.4+deb13-amd64/dmcrypt_dd256k": 1.000,
     # + __submit_bio's per-bio plug read from P/G/U with 128 KiB pieces (was 0.000)
