@@ -759,14 +759,26 @@ def _unmergeable_writes(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev
                        np.where(below, -1, src))
     qs = table.sector[q_rows].astype(np.int64)
     qe = qs + table.nr_sectors[q_rows].astype(np.int64)
-    qt = table.time_ns[q_rows].astype(np.int64)
-    gt = table.time_ns[g].astype(np.int64)
-    for s_, t_ in zip(src.tolist(), gt.tolist(), strict=True):
-        if s_ < 0:
+    # the piece's bio: its thread's top bio queued last before the G that covers it (a thread
+    # submits its bios one after the other; the previous one too, for a remainder resubmitted
+    # behind the next bio's front); rows are in time order
+    qpid = table.pid[q_rows].astype(np.int64)
+    order = np.lexsort((np.arange(n), qpid))
+    gpid = table.pid[g].astype(np.int64)
+    key_q = qpid[order]
+    pos = np.searchsorted(key_q, gpid, side="left")
+    end = np.searchsorted(key_q, gpid, side="right")
+    gidx = np.searchsorted(q_rows, g, side="right") - 1  # last top Q row before the G
+    for i in range(len(g)):
+        s_ = int(src[i])
+        if s_ < 0 or pos[i] >= end[i]:
             continue
-        cand = np.flatnonzero((qs <= s_) & (qe > s_) & (qt <= t_))
-        if len(cand):
-            out[cand[-1]] = True
+        mine = order[pos[i]:end[i]]  # this thread's top Q indices, in time order
+        j = int(np.searchsorted(mine, gidx[i], side="right")) - 1
+        for jj in (j, j - 1):
+            if jj >= 0 and qs[mine[jj]] <= s_ < qe[mine[jj]]:
+                out[mine[jj]] = True
+                break
     # one zeroout call (the __blkdev_issue_write_zeroes loop) submits a chain of contiguous
     # bios of one op: the rest of the run shares the op the evidence showed for one of them
     # (the refusal shows only while the plug holds one request of the device)
