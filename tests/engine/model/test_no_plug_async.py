@@ -11,6 +11,7 @@ kworker/1:1H, merged: q1_r5_d4_c64_dd1M 18.6% -> 93.8%). The trace tells the two
 from __future__ import annotations
 
 import numpy as np
+from model_helpers import thread_table
 
 from workers.events import (
     ACT_GETRQ,
@@ -19,8 +20,6 @@ from workers.events import (
     ACT_PLUG,
     ACT_QUEUE,
     ACT_UNPLUG_IO,
-    RWBS_READ,
-    EventTable,
     make_dev,
 )
 from workers.model import preset_for_kernel, replay
@@ -30,17 +29,9 @@ from workers.model.stack import stack_from_spec
 TOP, DISK = make_dev(9, 0), make_dev(254, 0)
 
 
-def _table(rows: list[tuple[int, int, int, int, int]]) -> EventTable:
-    t, dev, act, sec, nr = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
-    n = len(t)
-    table = EventTable.from_columns(time_ns=t, dev=dev, action=act, sector=sec, nr_sectors=nr,
-                                    pid=np.full(n, 7), rwbs=np.full(n, RWBS_READ))
-    table.meta["format"] = "blktrace"
-    return table
-
 
 def _marks(rows: list[tuple[int, int, int, int, int]]) -> tuple[list[int], list[bool]]:
-    table = _table(rows)
+    table = thread_table(rows)
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == TOP))
     no_plug = np.zeros(len(q), dtype=np.bool_)
     ids = _mark_unplugged(table, q, np.zeros(len(q), dtype=np.int64), no_plug)

@@ -14,6 +14,7 @@ the two pieces of every read back into one 256 KiB request and scored 0%).
 from __future__ import annotations
 
 import numpy as np
+from model_helpers import thread_table
 
 from workers.events import (
     ACT_GETRQ,
@@ -21,8 +22,6 @@ from workers.events import (
     ACT_PLUG,
     ACT_QUEUE,
     ACT_UNPLUG_IO,
-    RWBS_READ,
-    EventTable,
     make_dev,
 )
 from workers.model.replay import _mark_unplugged
@@ -30,18 +29,9 @@ from workers.model.replay import _mark_unplugged
 TOP, DISK = make_dev(252, 0), make_dev(254, 0)
 
 
-def _table(rows: list[tuple[int, int, int, int, int]]) -> EventTable:
-    """rows: (time, dev, action, sector, nr) of one thread (pid 7)."""
-    t, dev, act, sec, nr = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
-    n = len(t)
-    table = EventTable.from_columns(time_ns=t, dev=dev, action=act, sector=sec, nr_sectors=nr,
-                                    pid=np.full(n, 7), rwbs=np.full(n, RWBS_READ))
-    table.meta["format"] = "blktrace"
-    return table
-
 
 def _unit_ids(rows):
-    table = _table(rows)
+    table = thread_table(rows)
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == TOP))
     return _mark_unplugged(table, q, np.zeros(len(q), dtype=np.int64)).tolist()
 
