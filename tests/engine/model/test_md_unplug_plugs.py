@@ -24,8 +24,9 @@ from workers.events import (
     make_dev,
 )
 from workers.model import preset_for_kernel, replay
-from workers.model.replay import _plugs_from_md_unplugs, bios_from_table
+from workers.model.replay import bios_from_table
 from workers.model.stack import stack_from_spec
+from workers.model.trace_plugs import plugs_from_md_unplugs
 
 MD = make_dev(9, 0)
 
@@ -47,7 +48,7 @@ def test_a_thread_s_bios_between_its_md_unplugs_share_a_plug():
             (6, 2, ACT_UNPLUG_IO, 0), (7, 2, ACT_QUEUE, 816), (8, 1, ACT_QUEUE, 24)]
     table = _table(rows)
     q = np.flatnonzero(table.action == ACT_QUEUE)
-    plug = _plugs_from_md_unplugs(table, q, MD)
+    plug = plugs_from_md_unplugs(table, q, MD)
     assert plug is not None
     p = plug.tolist()
     # Q order: 0 (pid 1), 800 (2), 8 (1), 16 (1), 808 (2), 816 (2), 24 (1)
@@ -60,7 +61,7 @@ def test_a_thread_s_bios_between_its_md_unplugs_share_a_plug():
 def test_without_md_unplug_events_the_issue_state_decides():
     table = _table([(0, 1, ACT_QUEUE, 0), (1, 1, ACT_QUEUE, 8)])
     q = np.flatnonzero(table.action == ACT_QUEUE)
-    assert _plugs_from_md_unplugs(table, q, MD) is None
+    assert plugs_from_md_unplugs(table, q, MD) is None
 
 
 def test_a_flusher_plug_writes_full_stripes_without_reads():

@@ -23,8 +23,9 @@ from workers.events import (
     make_dev,
 )
 from workers.model import preset_for_kernel, replay
-from workers.model.replay import BioStream, _mark_unplugged
+from workers.model.replay import BioStream
 from workers.model.stack import stack_from_spec
+from workers.model.trace_plugs import mark_unplugged
 
 TOP, DISK = make_dev(9, 0), make_dev(254, 0)
 
@@ -34,7 +35,7 @@ def _marks(rows: list[tuple[int, int, int, int, int]]) -> tuple[list[int], list[
     table = thread_table(rows)
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == TOP))
     no_plug = np.zeros(len(q), dtype=np.bool_)
-    ids = _mark_unplugged(table, q, np.zeros(len(q), dtype=np.int64), no_plug)
+    ids = mark_unplugged(table, q, np.zeros(len(q), dtype=np.int64), no_plug)
     return ids.tolist(), no_plug.tolist()
 
 

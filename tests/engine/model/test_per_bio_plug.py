@@ -24,7 +24,7 @@ from workers.events import (
     ACT_UNPLUG_IO,
     make_dev,
 )
-from workers.model.replay import _mark_unplugged
+from workers.model.trace_plugs import mark_unplugged
 
 TOP, DISK = make_dev(252, 0), make_dev(254, 0)
 
@@ -33,7 +33,7 @@ TOP, DISK = make_dev(252, 0), make_dev(254, 0)
 def _unit_ids(rows):
     table = thread_table(rows)
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == TOP))
-    return _mark_unplugged(table, q, np.zeros(len(q), dtype=np.int64)).tolist()
+    return mark_unplugged(table, q, np.zeros(len(q), dtype=np.int64)).tolist()
 
 
 def test_a_plug_finished_before_each_next_getrq_is_a_plug_per_bio():

@@ -1,0 +1,439 @@
+"""Plug boundaries read from a trace: which queued bios one thread submitted under one plug.
+
+A unit of the replay (:mod:`workers.model.replay`) is the bios one thread submits under one
+plug (kernel-model.md section 7, "Plug boundaries"). The trace says where the kernel's plugs
+began and ended: P/U events (``trace_block_plug`` / ``trace_block_unplug`` from
+``blk_add_rq_to_plug`` and ``blk_mq_flush_plug_list``), md's own U/UT (``raid5_unplug``), the
+issue state of the requests (a plug per bio from ``__submit_bio``), no P at all (no plug:
+``blk_mq_submit_bio`` inserts and leaves dispatch to kblockd), and writes that refused every
+merge a plug would try (REQ_OP_WRITE_ZEROES traced as W). Without such events the workload's
+own batching (``plugs_from_workload``) is the evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit, types
+from numba.typed import Dict
+
+from workers.errors import ModelConfigError
+from workers.events import (
+    ACT_BACKMERGE,
+    ACT_FRONTMERGE,
+    ACT_GETRQ,
+    ACT_INSERT,
+    ACT_ISSUE,
+    ACT_PLUG,
+    ACT_QUEUE,
+    ACT_REMAP,
+    ACT_SPLIT,
+    ACT_UNPLUG_IO,
+    ACT_UNPLUG_TIMER,
+    RWBS_FLUSH,
+    RWBS_FUA,
+    RWBS_WRITE,
+    EventTable,
+)
+from workers.model.policy import parse_size
+from workers.model.stack import Stack
+
+#: BLK_PLUG_FLUSH_SIZE (128 KiB) in sectors: blk_add_rq_to_plug flushes a plug whose last
+#: request is at least this big.
+_PLUG_FLUSH_SECTORS = 256
+
+#: Trace formats that record every ``trace_block_plug`` (P): where they show none for a unit of
+#: bios, the kernel submitted them without a plug.
+_PLUG_RECORDING_FORMATS = frozenset({"blktrace", "blkparse"})
+
+
+def mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
+                    plug: npt.NDArray[np.int64],
+                    no_plug: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int64]:
+    """Give the units submitted without a plug negative plug ids.
+
+    A task plug records P (``trace_block_plug``, from ``blk_add_rq_to_plug`` when the first
+    request enters it). Synchronous direct I/O of at most ``BIO_MAX_VECS`` pages
+    (``__blkdev_direct_IO_simple``: dd bs<=1M, fio psync) and async direct I/O outside
+    ``io_submit``'s plug submit with none, so their requests are issued one by one and never
+    merge in a plug. A unit (one thread's bios under one plug id) with G events but no P of its
+    thread before the thread's next unit was such a submission. So was a unit with a P for
+    every G (more than one): ``__submit_bio`` wraps each bio it takes from the bio list in a
+    plug of its own when the task holds none, finished before the next bio, so no two requests
+    share it (6.18's dd through md raid0: P, G, U 1, D per chunk piece); counted on the
+    requests of the devices below a stacked top only (a disk's own writeback shows a P per
+    request for other reasons). Applied only where
+    the trace records P at all (blktrace, blkparse, or any P present).
+
+    ``no_plug`` (optional, one flag per Q row) is set for the rows of units with requests (G)
+    and no P at all: no plug of any kind, not even ``__submit_bio``'s (which 6.12-6.18 show
+    around each bio and 7.3 does not), so ``blk_mq_submit_bio`` inserts a request bound for an
+    I/O scheduler and leaves the dispatch to kblockd
+    (:meth:`workers.model.submit.Engine.insert_async`).
+    """
+    act = table.action
+    is_p = act == ACT_PLUG
+    if not (bool(np.any(is_p)) or table.meta.get("format") in _PLUG_RECORDING_FORMATS):
+        return plug
+    n = len(q_rows)
+    if n == 0:
+        return plug
+    pid_q = table.pid[q_rows].astype(np.int64)
+    t_q = table.time_ns[q_rows].astype(np.int64)
+    t_p = table.time_ns[is_p].astype(np.int64)
+    pid_p = table.pid[is_p].astype(np.int64)
+    # only requests below a stacked top device: the bios md/dm put on the bio list
+    is_g = (act == ACT_GETRQ) & (table.dev != table.dev[q_rows[0]]) if len(q_rows) else \
+        np.zeros(len(act), dtype=np.bool_)
+    is_u = ((act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER)) & \
+        (table.dev != table.dev[q_rows[0]])
+    t_u = table.time_ns[is_u].astype(np.int64)
+    pid_u = table.pid[is_u].astype(np.int64)
+    t_g = table.time_ns[is_g].astype(np.int64)
+    pid_g = table.pid[is_g].astype(np.int64)
+    nr_g = table.nr_sectors[is_g].astype(np.int64)
+    out = plug.copy()
+    for p in np.unique(pid_q):
+        mine = np.flatnonzero(pid_q == p)
+        ids = plug[mine]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        ends = np.r_[starts[1:], len(mine)]
+        pt = np.sort(t_p[pid_p == p])
+        t0 = t_q[mine[starts]]
+        t1 = np.r_[t_q[mine[starts[1:]]], np.iinfo(np.int64).max]
+        n_p = np.searchsorted(pt, t1, side="left") - np.searchsorted(pt, t0, side="left")
+        mine_g = pid_g == p
+        go = np.argsort(t_g[mine_g], kind="stable")
+        gt = t_g[mine_g][go]
+        big = np.r_[0, np.cumsum(nr_g[mine_g][go] >= _PLUG_FLUSH_SECTORS)]
+        g0 = np.searchsorted(gt, t0, side="left")
+        g1 = np.searchsorted(gt, t1, side="left")
+        n_g = g1 - g0
+        # a P per G also follows from blk_add_rq_to_plug's flush after a request of
+        # BLK_PLUG_FLUSH_SIZE or more: units with such requests say "a plug per bio" only
+        # when every request's plug was finished (U) before the next request was allocated
+        # (G): blk_add_rq_to_plug flushes the big one only when the next is added, after its
+        # G, and the next bio could have merged into it meanwhile
+        ut = np.sort(t_u[pid_u == p])
+        between = np.r_[np.searchsorted(ut, gt[1:], side="left")
+                        > np.searchsorted(ut, gt[:-1], side="right"), False] \
+            if len(gt) else np.zeros(0, dtype=np.bool_)
+        nb = np.r_[0, np.cumsum(~between)]  # G not followed by a U before the next G
+        unplugged_each = (nb[np.maximum(g1 - 1, g0)] - nb[g0]) == 0
+        n_g = np.where((big[g1] - big[g0] > 0) & ~unplugged_each, 0, n_g)
+        # a plug per request (one P for every G): __submit_bio's own plug around each bio
+        # (or split piece) it takes from the bio list, finished before the next one, when the
+        # task holds none; each request leaves alone, as without a plug
+        alone = (n_p == 0) | ((n_g > 1) & (n_p >= n_g))
+        for k in np.flatnonzero(alone):
+            out[mine[starts[k]:ends[k]]] = -1 - int(ids[starts[k]])
+            if no_plug is not None and n_p[k] == 0 and n_g[k] > 0:
+                no_plug[mine[starts[k]:ends[k]]] = True
+    return out
+
+
+def plugs_from_md_unplugs(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int
+                           ) -> npt.NDArray[np.int64] | None:
+    """Plug ids of a bio-based top from its own U/UT events, or None where it has none.
+
+    md raid4/5/6 holds the stripe_heads a thread's bios touched on that thread's plug
+    (``release_stripe_plug`` -> ``blk_check_plugged(raid5_unplug, ...)``) and releases them
+    when the plug is finished or the thread sleeps: ``raid5_unplug`` records
+    ``trace_block_unplug(mddev->queue, cnt, !from_schedule)``, a U or UT on the md device
+    itself. So on a top with no requests of its own (no G: md, dm), the bios a thread queued
+    (Q) between two of its U/UT events there shared one plug: a buffered writer's flusher
+    holds one across many pages (``wb_writeback`` -> ``blkdev_writepages``), and the rows its
+    pages fill are handled together. The top's G/D-based issue state says nothing here (its
+    requests are raid5d's, on the members).
+    """
+    act = table.action
+    on_top = table.dev == top_dev
+    if bool(np.any(on_top & (act == ACT_GETRQ))):
+        return None
+    is_u = on_top & ((act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER))
+    if not bool(np.any(is_u)):
+        return None
+    n = len(q_rows)
+    plug = np.zeros(n, dtype=np.int64)
+    pid_q = table.pid[q_rows].astype(np.int64)
+    u_rows = np.flatnonzero(is_u)
+    pid_u = table.pid[u_rows].astype(np.int64)
+    next_id = 0
+    for p in np.unique(pid_q):
+        mine = np.flatnonzero(pid_q == p)
+        # rows are in time order: a Q's plug is the number of its thread's U/UT before it
+        k = np.searchsorted(u_rows[pid_u == p], q_rows[mine], side="left")
+        _, ids = np.unique(k, return_inverse=True)
+        plug[mine] = next_id + ids
+        next_id += int(ids.max()) + 1
+    return plug
+
+
+def plugs_from_issue_state(table: EventTable, q_rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+    """Plug ids from G/I/D bookkeeping (see :func:`bios_from_table`).
+
+    A request leaves its thread's plug when it is dispatched (D) or inserted (I); G puts it in.
+    U events are not used: 7.2 traces the flush-on-add of ``blk_add_rq_to_plug`` as U too, after
+    the G of the request that stays plugged. A D or I that starts at no outstanding G's sector
+    (a front merge, ``bio_attempt_front_merge``) releases every request of that device it covers.
+    Compiled with numba: one pass over the table.
+    """
+    act = table.action
+    interesting = np.flatnonzero((act == ACT_GETRQ) | (act == ACT_ISSUE) | (act == ACT_QUEUE) |
+                                 (act == ACT_INSERT))
+    is_top_q = np.zeros(len(table), dtype=np.bool_)
+    is_top_q[q_rows] = True
+    plug: npt.NDArray[np.int64] = _issue_state_kernel(
+        interesting.astype(np.int64), act.astype(np.int64),
+        table.dev.astype(np.int64), table.sector.astype(np.int64),
+        table.nr_sectors.astype(np.int64), table.pid.astype(np.int64), is_top_q, len(q_rows))
+    return plug
+
+
+_KEY2 = types.UniTuple(types.int64, 2)
+_KEY3 = types.UniTuple(types.int64, 3)
+_I64 = types.int64
+
+#: max_sectors when the manifest gives none (BLK_DEF_MAX_SECTORS_CAP, 1280 KiB).
+_DEFAULT_MAX_SECTORS = 2560
+#: max_segments when the manifest gives none (BLK_MAX_SEGMENTS).
+_DEFAULT_MAX_SEGMENTS = 128
+
+
+def unmergeable_writes(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int,
+                        stack: Stack | None) -> npt.NDArray[np.bool_]:
+    """Per top Q: a write whose op the trace shows never merges (REQ_OP_WRITE_ZEROES).
+
+    ``rq_mergeable`` refuses REQ_OP_WRITE_ZEROES (and flush, zone append) outright, but a
+    blktrace of a v1 kernel writes a write-zeroes bio as a plain W (``__blk_add_trace`` maps
+    every op that writes to BLK_TC_WRITE). The trace still shows it: a piece that gets a
+    request of its own (G) while its thread's plug holds exactly one request of that device,
+    ending where the piece starts, neither a split front (REQ_NOMERGE) nor a preflush or FUA
+    write (REQ_NOMERGE_FLAGS), and with room under ``max_sectors`` and for as many pages as
+    ``max_segments`` (a segment holds a page at least), on a queue that allows merges, was
+    refused a merge that every ``blk_attempt_plug_merge`` variant tries
+    (the tail request, or with several queues the first of this queue: with one request of
+    the queue in the plug, it is that one). ext4's lazy inode-table init
+    (``ext4_init_inode_table`` -> ``sb_issue_zeroout`` -> ``__blkdev_issue_write_zeroes``)
+    shows it on every member of an md array. Such a top bio, every piece of it, and the rest
+    of its thread's contiguous run of bios of the same flags (one zeroout call's chain) are
+    replayed as unmergeable.
+    """
+    n = len(q_rows)
+    out = np.zeros(n, dtype=np.bool_)
+    act = table.action
+    rel = np.flatnonzero((act == ACT_GETRQ) | (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)
+                         | (act == ACT_INSERT) | (act == ACT_ISSUE) | (act == ACT_SPLIT))
+    if n == 0 or not bool(np.any(act[rel] == ACT_GETRQ)):
+        return out
+    devs = np.unique(table.dev[rel])
+    # what a merge may reach for sure: max_sectors, and max_segments pages (a segment holds
+    # at least a page, so no more pages than segments can overflow them); nomerges: none
+    cap = np.full(len(devs), min(_DEFAULT_MAX_SECTORS, _DEFAULT_MAX_SEGMENTS * 8),
+                  dtype=np.int64)
+    if stack is not None:
+        nodes = stack.by_dev()
+        for k, d in enumerate(devs.tolist()):
+            node = nodes.get(int(d))
+            lim = node.limits if node is not None else {}
+            try:
+                sectors = int(lim.get("max_sectors_kb", _DEFAULT_MAX_SECTORS // 2)) * 2
+                pages = int(lim.get("max_segments", _DEFAULT_MAX_SEGMENTS)) * 8
+                cap[k] = 0 if int(lim.get("nomerges", 0) or 0) else min(sectors, pages)
+            except (TypeError, ValueError):
+                pass
+    dev_cap = cap[np.searchsorted(devs, table.dev[rel])]
+    # REQ_NOMERGE_FLAGS: a preflush or FUA request never merges, whatever its op
+    write = ((table.rwbs[rel] & RWBS_WRITE) != 0) & \
+        ((table.rwbs[rel] & (RWBS_FLUSH | RWBS_FUA)) == 0)
+    refused = _refused_merges(act[rel].astype(np.int64), table.dev[rel].astype(np.int64),
+                              table.sector[rel].astype(np.int64),
+                              table.nr_sectors[rel].astype(np.int64),
+                              table.pid[rel].astype(np.int64), write, dev_cap)
+    if not bool(np.any(refused)):
+        return out
+    # each refused piece back to its top bio: its own sector on the top device, else the
+    # array sector its remap (A) came from
+    g = rel[refused]
+    src = table.sector[g].astype(np.int64)
+    below = table.dev[g] != top_dev
+    if bool(np.any(below)):
+        a = np.flatnonzero((act == ACT_REMAP) & (table.aux2 == top_dev))
+        akey = table.dev[a].astype(np.int64) * (1 << 44) + table.sector[a].astype(np.int64)
+        order = np.argsort(akey, kind="stable")
+        akey = akey[order]
+        gkey = table.dev[g].astype(np.int64) * (1 << 44) + src
+        k = np.searchsorted(akey, gkey, side="right") - 1
+        hit = (k >= 0) & (akey[np.maximum(k, 0)] == gkey)
+        src = np.where(below & hit, table.aux[a[order][np.maximum(k, 0)]].astype(np.int64),
+                       np.where(below, -1, src))
+    qs = table.sector[q_rows].astype(np.int64)
+    qe = qs + table.nr_sectors[q_rows].astype(np.int64)
+    # the piece's bio: its thread's top bio queued last before the G that covers it (a thread
+    # submits its bios one after the other; the previous one too, for a remainder resubmitted
+    # behind the next bio's front); rows are in time order
+    qpid = table.pid[q_rows].astype(np.int64)
+    order = np.lexsort((np.arange(n), qpid))
+    gpid = table.pid[g].astype(np.int64)
+    key_q = qpid[order]
+    pos = np.searchsorted(key_q, gpid, side="left")
+    end = np.searchsorted(key_q, gpid, side="right")
+    gidx = np.searchsorted(q_rows, g, side="right") - 1  # last top Q row before the G
+    for i in range(len(g)):
+        s_ = int(src[i])
+        if s_ < 0 or pos[i] >= end[i]:
+            continue
+        mine = order[pos[i]:end[i]]  # this thread's top Q indices, in time order
+        j = int(np.searchsorted(mine, gidx[i], side="right")) - 1
+        for jj in (j, j - 1):
+            if jj >= 0 and qs[mine[jj]] <= s_ < qe[mine[jj]]:
+                out[mine[jj]] = True
+                break
+    # one zeroout call (the __blkdev_issue_write_zeroes loop) submits a chain of contiguous
+    # bios of one op: the rest of the run shares the op the evidence showed for one of them
+    # (the refusal shows only while the plug holds one request of the device)
+    pid = table.pid[q_rows].astype(np.int64)
+    rw = table.rwbs[q_rows].astype(np.int64)
+    for p in np.unique(pid[out]).tolist():
+        mine = np.flatnonzero(pid == p)
+        cont = np.r_[False, (qs[mine][1:] == qe[mine][:-1]) & (rw[mine][1:] == rw[mine][:-1])]
+        run = np.cumsum(~cont)
+        hit = np.unique(run[out[mine]])
+        out[mine[np.isin(run, hit)]] = True
+    return out
+
+
+@njit(cache=True)
+def _refused_merges(act: Any, dev: Any, sec: Any, nr: Any, pid: Any, write: Any,
+                    cap: Any) -> Any:  # pragma: no cover - compiled
+    """The G rows of :func:`unmergeable_writes` (rows in time order)."""
+    m = len(act)
+    out = np.zeros(m, dtype=np.bool_)
+    # requests in a plug: (dev, start) -> row of their G; their end and owner
+    at_start = Dict.empty(key_type=_KEY2, value_type=_I64)
+    by_end = Dict.empty(key_type=_KEY3, value_type=_I64)
+    count = Dict.empty(key_type=_KEY2, value_type=_I64)
+    start = np.zeros(m, dtype=np.int64)
+    end = np.zeros(m, dtype=np.int64)
+    front = np.zeros(m, dtype=np.bool_)
+    fronts = Dict.empty(key_type=_KEY2, value_type=_I64)
+    for r in range(m):
+        a = act[r]
+        d = dev[r]
+        s = sec[r]
+        p = pid[r]
+        if a == 13:  # X: the front piece carries REQ_NOMERGE
+            fronts[(d, s)] = r
+        elif a == 4:  # G
+            c = count.get((d, p), 0)
+            front[r] = (d, s) in fronts  # a split front carries REQ_NOMERGE itself
+            if c == 1 and write[r] and not front[r] and (d, p, s) in by_end:
+                o = by_end[(d, p, s)]
+                if write[o] and not front[o] and end[o] - start[o] + nr[r] <= cap[r]:
+                    out[r] = True
+            start[r] = s
+            end[r] = s + nr[r]
+            if (d, s) in fronts:
+                del fronts[(d, s)]
+            at_start[(d, s)] = r
+            by_end[(d, p, s + nr[r])] = r
+            count[(d, p)] = c + 1
+        elif a == 2:  # back merge into the request ending here
+            if (d, p, s) in by_end:
+                o = by_end[(d, p, s)]
+                del by_end[(d, p, s)]
+                end[o] = s + nr[r]
+                by_end[(d, p, end[o])] = o
+        elif a == 3:  # front merge into the request starting after the bio
+            if (d, s + nr[r]) in at_start:
+                o = at_start[(d, s + nr[r])]
+                del at_start[(d, s + nr[r])]
+                start[o] = s
+                at_start[(d, s)] = o
+        else:  # I or D: the request left the plug
+            if (d, s) in at_start:
+                o = at_start[(d, s)]
+                del at_start[(d, s)]
+                q = pid[o]
+                if (d, q, end[o]) in by_end and by_end[(d, q, end[o])] == o:
+                    del by_end[(d, q, end[o])]
+                count[(d, q)] = count.get((d, q), 1) - 1
+    return out
+
+
+@njit(cache=True)
+def _issue_state_kernel(rows: Any, act: Any, dev: Any, sec: Any, nr: Any, pid: Any,
+                        is_top_q: Any, nq: int) -> Any:  # pragma: no cover - compiled
+    outstanding = Dict.empty(key_type=_KEY2, value_type=_I64)
+    count = Dict.empty(key_type=_I64, value_type=_I64)
+    last_plug = Dict.empty(key_type=_I64, value_type=_I64)
+    plug = np.zeros(nq, dtype=np.int64)
+    qi = 0
+    next_id = 0
+    for r in rows:
+        a = act[r]
+        if a == 1:  # Q
+            if not is_top_q[r]:
+                continue
+            p = pid[r]
+            if count.get(p, 0) == 0 or p not in last_plug:
+                last_plug[p] = next_id
+                next_id += 1
+            plug[qi] = last_plug[p]
+            qi += 1
+        elif a == 4:  # G
+            key = (dev[r], sec[r])
+            p = pid[r]
+            if key in outstanding:
+                old = outstanding[key]
+                count[old] = count.get(old, 1) - 1
+            outstanding[key] = p
+            count[p] = count.get(p, 0) + 1
+        else:  # D or I
+            key = (dev[r], sec[r])
+            if key in outstanding:
+                p = outstanding.pop(key)
+                count[p] = count.get(p, 1) - 1
+            else:
+                # a front-merged request starts at no G's sector: release every outstanding
+                # request it covers (O(outstanding), only for such dispatches; there was a
+                # silent cap of 256 outstanding requests here, which kept a busy trace's
+                # threads in one plug forever)
+                lo = sec[r]
+                hi = lo + nr[r]
+                gone2 = []
+                for k2 in outstanding.keys():
+                    if k2[0] == dev[r] and lo <= k2[1] < hi:
+                        gone2.append(k2)
+                for k2 in gone2:
+                    p = outstanding.pop(k2)
+                    count[p] = count.get(p, 1) - 1
+    return plug
+
+
+def plugs_from_workload(workload: str, nr: npt.NDArray[np.int64], pid: npt.NDArray[np.int64]
+                         ) -> npt.NDArray[np.int64]:
+    m = re.search(r"\bbs=(\S+)", workload)
+    n = len(nr)
+    if not m:
+        return np.arange(n, dtype=np.int64)
+    try:
+        bs = parse_size(m.group(1).rstrip(",")) >> 9
+    except ModelConfigError:
+        return np.arange(n, dtype=np.int64)
+    plug = np.zeros(n, dtype=np.int64)
+    acc: dict[int, int] = {}
+    ids: dict[int, int] = {}
+    next_id = 0
+    for i in range(n):
+        p = int(pid[i])
+        if p not in ids or acc.get(p, 0) >= bs:
+            ids[p] = next_id
+            next_id += 1
+            acc[p] = 0
+        plug[i] = ids[p]
+        acc[p] += int(nr[i])
+    return plug
