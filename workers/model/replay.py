@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,13 +43,11 @@ from workers.events import (
     ACT_ISSUE,
     ACT_QUEUE,
     ACT_REMAP,
-    ACT_SPLIT,
     ACT_UNPLUG_TIMER,
     COLUMN_DTYPES,
     RWBS_DISCARD,
     RWBS_FLUSH,
     RWBS_FUA,
-    RWBS_META,
     RWBS_NONE,
     RWBS_READ,
     RWBS_SYNC,
@@ -74,6 +72,14 @@ from workers.model.evbuf import (
     rows_to_chunk,
 )
 from workers.model.layout import layouts_from_evidence, split_evidence
+from workers.model.own_requests import (
+    dispatch_time_of,
+    fold_merged,
+    fs_own_rows,
+    merged_rows,
+    metadata_write_rows,
+    split_as_traced,
+)
 from workers.model.plug import F_IDLE, F_SYNC, F_UNMERGEABLE, Bio
 from workers.model.policy import Policy, parse_size
 from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
@@ -86,7 +92,6 @@ from workers.model.trace_plugs import (
     plugs_from_workload,
     unmergeable_writes,
 )
-from workers.traces.filefrag import FileExtent
 
 #: Heap event: the next bio of a unit interleaved with other threads' bios (see
 #: :func:`_units_interleave`).
@@ -245,12 +250,12 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     if bool(np.any(unmergeable)):
         meta["unmergeable"] = unmergeable
     loop = stack is not None and stack.top.kind == "loop" and bool(stack.top.file_extents)
-    mrows = _metadata_write_rows(table, top_dev, per_request=loop)
+    mrows = metadata_write_rows(table, top_dev, per_request=loop)
     if loop:
         assert stack is not None
         # through the page cache no write on the disk is a loop request's own: all are the
         # file system's or writeback's
-        mrows = np.union1d(mrows, _fs_own_rows(table, stack.top.members[0].dev,
+        mrows = np.union1d(mrows, fs_own_rows(table, stack.top.members[0].dev,
                                                stack.top.file_extents,
                                                writes_in_file=not stack.top.loop_dio))
     if len(mrows) and n:
@@ -260,7 +265,7 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         # md_super_write always asks for REQ_PREFLUSH | REQ_FUA
         rw = np.where((table.action[mrows] == ACT_INSERT) & ((rw & RWBS_WRITE) != 0),
                       rw | RWBS_FLUSH | RWBS_FUA, rw)
-        dt = _dispatch_time_of(table, mrows)
+        dt = dispatch_time_of(table, mrows)
         mm = np.stack([dt - t0, table.dev[mrows].astype(np.int64),
                        table.sector[mrows].astype(np.int64),
                        table.nr_sectors[mrows].astype(np.int64), rw])
@@ -277,8 +282,8 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
                 table.dev, [stack.top.dev, stack.top.members[0].dev]))
             before = np.searchsorted(np.sort(table.time_ns[d].astype(np.int64)), dt,
                                      side="left")
-            mm = _fold_merged(np.vstack([mm, before, mrows]), _merged_rows(table, mrows))
-            mm = _split_as_traced(table, mm)
+            mm = fold_merged(np.vstack([mm, before, mrows]), merged_rows(table, mrows))
+            mm = split_as_traced(table, mm)
             meta["fs_before"] = mm[5]
             meta["fs_first"] = mm[7]
             mm = mm[:5]
@@ -375,161 +380,6 @@ def _waits_for_completion(table: EventTable, rows: npt.NDArray[np.intp],
     k = np.searchsorted(ct, qt[starts], side="left")
     completed = np.where(k > 0, done[np.maximum(k - 1, 0)], 0)
     return bool(np.all(completed >= queued[starts - 1]))
-
-
-def _metadata_write_rows(table: EventTable, top_dev: int, *, per_request: bool = False
-                         ) -> npt.NDArray[np.intp]:
-    """Rows of metadata writes (REQ_META) queued on devices below ``top_dev``: their Q, or on
-    a device whose trace shows no such Q (7.x traces md's flush-sequenced superblock write
-    from its insertion on), their I. ``per_request``: the I of every request whose trace
-    shows no Q of its own (under a loop device: jbd2's flush-sequenced commit block among its
-    traced log-block writes).
-
-    Only writes the replay does not send down itself: md's own (``md_super_write`` submits
-    straight to the member: no remap), and clones of top bios the trace shows no Q for. A
-    file system's metadata written through the array (ext4's journal and bitmaps, REQ_META
-    from jbd2 or the flusher) reaches the members as remapped clones (A, then Q) of
-    top-device bios, which the replay already sends down; those rows (and the I of their
-    requests) are left out.
-    """
-    act = table.action
-    base = (table.dev != top_dev) & ((table.rwbs & RWBS_META) != 0) & \
-        ((table.rwbs & RWBS_WRITE) != 0) & (table.nr_sectors > 0)
-    remap = np.flatnonzero((act == ACT_REMAP) & (table.dev != top_dev) & (table.nr_sectors > 0)
-                           & (table.aux2 == top_dev))
-    topq = np.flatnonzero((act == ACT_QUEUE) & (table.dev == top_dev) & (table.nr_sectors > 0))
-    if len(remap) and len(topq):
-        # only clones of bios the top device's Q events show (the replay's input): a member
-        # write whose top bio the trace lacks (7.x traces no md0 Q for some of jbd2's
-        # REQ_PREFLUSH|REQ_FUA writes) is replayed from the member's own events
-        start = table.sector[topq].astype(np.int64)
-        order = np.argsort(start, kind="stable")
-        start = start[order]
-        reach = np.maximum.accumulate(start + table.nr_sectors[topq].astype(np.int64)[order])
-        src = table.aux[remap].astype(np.int64)
-        k = np.searchsorted(start, src, side="right") - 1
-        shown = (k >= 0) & (reach[np.maximum(k, 0)] > src)
-        key = table.dev.astype(np.int64) * (1 << 44) + table.sector.astype(np.int64)
-        base &= ~np.isin(key, key[remap[shown]])
-    q = np.flatnonzero(base & (act == ACT_QUEUE))
-    if per_request:
-        i = np.flatnonzero(base & (act == ACT_INSERT))
-        key = (table.dev.astype(np.int64) << 40) + table.sector.astype(np.int64)
-        return np.sort(np.r_[q, i[~np.isin(key[i], key[q])]])
-    im = base & (act == ACT_INSERT)
-    if bool(np.any(im)):
-        im &= ~np.isin(table.dev, np.unique(table.dev[q]))
-    return np.sort(np.r_[q, np.flatnonzero(im)])
-
-
-def _fs_own_rows(table: EventTable, dev: int, extents: Sequence[FileExtent], *,
-                 writes_in_file: bool = False) -> npt.NDArray[np.intp]:
-    """Requests (Q, or I with no Q of its own) and bare flushes (Q of 0 sectors with
-    REQ_PREFLUSH) on ``dev``, the disk under a loop device's file, that touch none of the
-    file's blocks: the file system's own I/O (journal, inode tables, extent tree reads),
-    not the loop device's. ``writes_in_file``: writes to the file's blocks too (through the
-    page cache, writeback's)."""
-    act = table.action
-    on = table.dev == dev
-    write = (table.rwbs & RWBS_WRITE) != 0
-    flush = on & write & (act == ACT_QUEUE) & (table.nr_sectors == 0) & \
-        ((table.rwbs & RWBS_FLUSH) != 0)
-    data = on & (table.nr_sectors > 0)
-    q = np.flatnonzero(data & (act == ACT_QUEUE))
-    i = np.flatnonzero(data & (act == ACT_INSERT))
-    if len(i) and len(q):  # an I inside a traced Q's range is a piece of it (a split's)
-        qs = table.sector[q].astype(np.int64)
-        qe = qs + table.nr_sectors[q].astype(np.int64)
-        o = np.argsort(qs, kind="stable")
-        qs, qe = qs[o], np.maximum.accumulate(qe[o])
-        k = np.searchsorted(qs, table.sector[i].astype(np.int64), side="right") - 1
-        i = i[~((k >= 0) & (qe[np.maximum(k, 0)] > table.sector[i].astype(np.int64)))]
-    rows = np.r_[q, i]
-    if len(rows) and extents:
-        by_disk = sorted(extents, key=lambda e: e.physical)
-        start = np.array([e.physical for e in by_disk], dtype=np.int64)
-        end = start + np.array([e.sectors for e in by_disk], dtype=np.int64)
-        s0 = table.sector[rows].astype(np.int64)
-        s1 = s0 + table.nr_sectors[rows].astype(np.int64)
-        k = np.searchsorted(start, s1, side="left") - 1  # last extent starting before s1
-        touches = (k >= 0) & (end[np.maximum(k, 0)] > s0)
-        if writes_in_file:
-            touches &= ~write[rows]
-        rows = rows[~touches]
-    return np.sort(np.r_[rows, np.flatnonzero(flush)])
-
-
-def _split_as_traced(table: EventTable, mm: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Requests ``[time, dev, sector, nr, rwbs, before, row]`` of a file system's own bios cut
-    where the trace shows their device split them (X of the same device inside the bio's
-    range, after its Q: ``bio_split_to_limits`` at the queue's limits and the pages' layout,
-    which a page cache writeback bio's is not known otherwise); a row ``first`` (1 for the
-    piece that carries the bio's Q) is appended."""
-    x = np.flatnonzero(table.action == ACT_SPLIT)
-    cols: list[list[int]] = []
-    for j in range(mm.shape[1]):
-        t, dev, sec, nr, rw, before, row = (int(v) for v in mm[:, j])
-        cuts: list[int] = []
-        if len(x) and nr > 0 and table.action[row] == ACT_QUEUE:
-            c = x[(x > row) & (table.dev[x] == dev)]
-            pts = table.aux[c].astype(np.int64)
-            cuts = sorted({int(p) for p in pts if sec < p < sec + nr})
-        edges = [sec, *cuts, sec + nr]
-        for k in range(len(edges) - 1):
-            cols.append([t, dev, edges[k], edges[k + 1] - edges[k], rw, before, row,
-                         int(k == 0)])
-    return np.array(cols, dtype=np.int64).T.reshape(8, -1)
-
-
-def _merged_rows(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
-    """Which of the Q ``rows`` the trace shows back-merged into the request before them (an M
-    of the same device, sector and size right after the Q, ``blk_attempt_plug_merge`` /
-    ``bio_attempt_back_merge``): such a bio is not a request of its own."""
-    out = np.zeros(len(rows), dtype=bool)
-    m = np.flatnonzero(table.action == ACT_BACKMERGE)
-    if not len(m) or not len(rows):
-        return out
-    for j, r in enumerate(rows.tolist()):
-        if table.action[r] != ACT_QUEUE:
-            continue
-        c = m[(m > r) & (table.dev[m] == table.dev[r]) & (table.sector[m] == table.sector[r])
-              & (table.nr_sectors[m] == table.nr_sectors[r])]
-        out[j] = bool(len(c))
-    return out
-
-
-def _fold_merged(mm: npt.NDArray[np.int64], merged: npt.NDArray[np.bool_]
-                 ) -> npt.NDArray[np.int64]:
-    """Metadata writes ``[time, dev, sector, nr, rwbs]`` (columns in trace order) with each
-    write the trace shows back-merged added to the one it merged into (the latest earlier
-    write on the same device ending where it starts); one the rows do not hold stays."""
-    if not bool(np.any(merged)):
-        return mm
-    keep = np.ones(mm.shape[1], dtype=bool)
-    out = mm.copy()
-    for j in np.flatnonzero(merged).tolist():
-        for k in range(j - 1, -1, -1):
-            if keep[k] and out[1, k] == out[1, j] and out[2, k] + out[3, k] == out[2, j]:
-                out[3, k] += out[3, j]
-                keep[j] = False
-                break
-    return out[:, keep]
-
-
-def _dispatch_time_of(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
-    """When each metadata write was dispatched (its data D on the same device, sector and size
-    nearest in time; the Q's time where the trace shows no such D). md submits the superblock
-    writes of one update to the members one after the other, but each waits in its member's
-    flush sequence, so the dispatch order, not the Q order, is what the members show."""
-    t = table.time_ns.astype(np.int64)
-    out = t[rows].copy()
-    d = np.flatnonzero((table.action == ACT_ISSUE) & ((table.rwbs & RWBS_META) != 0))
-    for j, r in enumerate(rows.tolist()):
-        c = d[(table.dev[d] == table.dev[r]) & (table.sector[d] == table.sector[r]) &
-              (table.nr_sectors[d] == table.nr_sectors[r])]
-        if len(c):
-            out[j] = int(t[c[np.argmin(np.abs(t[c] - t[r]))]])
-    return out
 
 
 # --- bios from a workload ------------------------------------------------------------------------
@@ -1130,7 +980,7 @@ def loop_fs_rows(meta: npt.NDArray[np.int64], before: npt.NDArray[np.int64], sta
     then :func:`flush_sequence`'s flush / data / flush for the disk's ``write_cache`` and
     ``fua`` (a bare flush: its flush alone), whole before the next (one submitter waits for
     each: jbd2, the syncing task). ``first``: 0 for a piece of a bio the trace split (no Q of
-    its own, :func:`_split_as_traced`).
+    its own, :func:`split_as_traced`).
     """
     disk = stack.top.members[0]
     lim = disk.limits

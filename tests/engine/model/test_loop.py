@@ -38,7 +38,8 @@ from workers.model import (
     replay,
     stack_from_manifest,
 )
-from workers.model.replay import _fold_merged, md_metadata_rows
+from workers.model.own_requests import fold_merged
+from workers.model.replay import md_metadata_rows
 from workers.model.stack import loop_map
 from workers.model.submit import WrittenRanges
 from workers.traces.filefrag import FileExtent
@@ -135,7 +136,7 @@ def test_fs_writes_run_whole_sequence_by_sequence_after_the_loop_io() -> None:
     meta = np.array([[50, 51, 60, 70], [VDA] * 4, [1048688, 1048696, 1048704, 1160],
                      [8, 8, 8, 8], [meta_rw, meta_rw, meta_rw | RWBS_FLUSH | RWBS_FUA,
                                     meta_rw]], dtype=np.int64)
-    meta = _fold_merged(meta, np.array([False, True, False, False]))
+    meta = fold_merged(meta, np.array([False, True, False, False]))
     assert meta[3].tolist() == [16, 8, 8]
     bios = BioStream.from_arrays([0], [1024], rwbs=RWBS_READ, time_ns=[0])
     for sched in ("cfs", "eevdf"):

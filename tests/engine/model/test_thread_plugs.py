@@ -108,7 +108,7 @@ def test_file_system_metadata_written_through_md_is_not_an_md_superblock_write()
     ``md_super_write``) is replayed as md metadata; before, ext4's journal writes through
     raid0 were predicted twice (the 7.3.4 capture r0_d3_c128_fs_ddw512k: 98.1% -> 98.7%)."""
     from workers.events import ACT_REMAP, RWBS_META, RWBS_SYNC
-    from workers.model.replay import _metadata_write_rows
+    from workers.model.own_requests import metadata_write_rows
 
     md, vda = make_dev(9, 0), make_dev(254, 0)
     w = RWBS_WRITE | RWBS_SYNC | RWBS_META
@@ -120,14 +120,14 @@ def test_file_system_metadata_written_through_md_is_not_an_md_superblock_write()
     table = EventTable.from_columns(time_ns=t, dev=dev, action=act, sector=sec,
                                     nr_sectors=np.full(6, 8), pid=np.full(6, 7),
                                     rwbs=np.full(6, w), aux=aux, aux2=aux2)
-    assert _metadata_write_rows(table, md).tolist() == [4]
+    assert metadata_write_rows(table, md).tolist() == [4]
     # a clone of a top bio the trace shows no Q for (7.x and some of jbd2's
     # REQ_PREFLUSH|REQ_FUA writes) stays: the replay has no input to send it down from
     no_top_q = EventTable.from_columns(time_ns=t[1:], dev=dev[1:], action=act[1:],
                                        sector=sec[1:], nr_sectors=np.full(5, 8),
                                        pid=np.full(5, 7), rwbs=np.full(5, w), aux=aux[1:],
                                        aux2=aux2[1:])
-    assert _metadata_write_rows(no_top_q, md).tolist() == [1, 3]
+    assert metadata_write_rows(no_top_q, md).tolist() == [1, 3]
 
 
 def test_an_empty_flush_reaches_every_member_with_a_write_cache():

@@ -1,0 +1,186 @@
+"""The requests a trace shows that no queued top bio explains: a file system's and md's own.
+
+Below a stacked top device the trace carries requests the replay has no bio for: ext4/jbd2
+metadata and journal writes remapped onto the members, md's superblock writes, a file system's
+own requests on the disk under a loop file (outside the file's extents). They are input, not
+prediction: these functions find their rows, fold the merges the trace shows
+(``bio_attempt_back_merge``), cut them where the trace split them (X) and date them, so that
+the replay (:mod:`workers.model.replay`, ``md_metadata_rows`` / ``loop_fs_rows``) can place
+them between the predicted requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from workers.events import (
+    ACT_BACKMERGE,
+    ACT_INSERT,
+    ACT_ISSUE,
+    ACT_QUEUE,
+    ACT_REMAP,
+    ACT_SPLIT,
+    RWBS_FLUSH,
+    RWBS_META,
+    RWBS_WRITE,
+    EventTable,
+)
+from workers.traces.filefrag import FileExtent
+
+
+def metadata_write_rows(table: EventTable, top_dev: int, *, per_request: bool = False
+                         ) -> npt.NDArray[np.intp]:
+    """Rows of metadata writes (REQ_META) queued on devices below ``top_dev``: their Q, or on
+    a device whose trace shows no such Q (7.x traces md's flush-sequenced superblock write
+    from its insertion on), their I. ``per_request``: the I of every request whose trace
+    shows no Q of its own (under a loop device: jbd2's flush-sequenced commit block among its
+    traced log-block writes).
+
+    Only writes the replay does not send down itself: md's own (``md_super_write`` submits
+    straight to the member: no remap), and clones of top bios the trace shows no Q for. A
+    file system's metadata written through the array (ext4's journal and bitmaps, REQ_META
+    from jbd2 or the flusher) reaches the members as remapped clones (A, then Q) of
+    top-device bios, which the replay already sends down; those rows (and the I of their
+    requests) are left out.
+    """
+    act = table.action
+    base = (table.dev != top_dev) & ((table.rwbs & RWBS_META) != 0) & \
+        ((table.rwbs & RWBS_WRITE) != 0) & (table.nr_sectors > 0)
+    remap = np.flatnonzero((act == ACT_REMAP) & (table.dev != top_dev) & (table.nr_sectors > 0)
+                           & (table.aux2 == top_dev))
+    topq = np.flatnonzero((act == ACT_QUEUE) & (table.dev == top_dev) & (table.nr_sectors > 0))
+    if len(remap) and len(topq):
+        # only clones of bios the top device's Q events show (the replay's input): a member
+        # write whose top bio the trace lacks (7.x traces no md0 Q for some of jbd2's
+        # REQ_PREFLUSH|REQ_FUA writes) is replayed from the member's own events
+        start = table.sector[topq].astype(np.int64)
+        order = np.argsort(start, kind="stable")
+        start = start[order]
+        reach = np.maximum.accumulate(start + table.nr_sectors[topq].astype(np.int64)[order])
+        src = table.aux[remap].astype(np.int64)
+        k = np.searchsorted(start, src, side="right") - 1
+        shown = (k >= 0) & (reach[np.maximum(k, 0)] > src)
+        key = table.dev.astype(np.int64) * (1 << 44) + table.sector.astype(np.int64)
+        base &= ~np.isin(key, key[remap[shown]])
+    q = np.flatnonzero(base & (act == ACT_QUEUE))
+    if per_request:
+        i = np.flatnonzero(base & (act == ACT_INSERT))
+        key = (table.dev.astype(np.int64) << 40) + table.sector.astype(np.int64)
+        return np.sort(np.r_[q, i[~np.isin(key[i], key[q])]])
+    im = base & (act == ACT_INSERT)
+    if bool(np.any(im)):
+        im &= ~np.isin(table.dev, np.unique(table.dev[q]))
+    return np.sort(np.r_[q, np.flatnonzero(im)])
+
+
+def fs_own_rows(table: EventTable, dev: int, extents: Sequence[FileExtent], *,
+                 writes_in_file: bool = False) -> npt.NDArray[np.intp]:
+    """Requests (Q, or I with no Q of its own) and bare flushes (Q of 0 sectors with
+    REQ_PREFLUSH) on ``dev``, the disk under a loop device's file, that touch none of the
+    file's blocks: the file system's own I/O (journal, inode tables, extent tree reads),
+    not the loop device's. ``writes_in_file``: writes to the file's blocks too (through the
+    page cache, writeback's)."""
+    act = table.action
+    on = table.dev == dev
+    write = (table.rwbs & RWBS_WRITE) != 0
+    flush = on & write & (act == ACT_QUEUE) & (table.nr_sectors == 0) & \
+        ((table.rwbs & RWBS_FLUSH) != 0)
+    data = on & (table.nr_sectors > 0)
+    q = np.flatnonzero(data & (act == ACT_QUEUE))
+    i = np.flatnonzero(data & (act == ACT_INSERT))
+    if len(i) and len(q):  # an I inside a traced Q's range is a piece of it (a split's)
+        qs = table.sector[q].astype(np.int64)
+        qe = qs + table.nr_sectors[q].astype(np.int64)
+        o = np.argsort(qs, kind="stable")
+        qs, qe = qs[o], np.maximum.accumulate(qe[o])
+        k = np.searchsorted(qs, table.sector[i].astype(np.int64), side="right") - 1
+        i = i[~((k >= 0) & (qe[np.maximum(k, 0)] > table.sector[i].astype(np.int64)))]
+    rows = np.r_[q, i]
+    if len(rows) and extents:
+        by_disk = sorted(extents, key=lambda e: e.physical)
+        start = np.array([e.physical for e in by_disk], dtype=np.int64)
+        end = start + np.array([e.sectors for e in by_disk], dtype=np.int64)
+        s0 = table.sector[rows].astype(np.int64)
+        s1 = s0 + table.nr_sectors[rows].astype(np.int64)
+        k = np.searchsorted(start, s1, side="left") - 1  # last extent starting before s1
+        touches = (k >= 0) & (end[np.maximum(k, 0)] > s0)
+        if writes_in_file:
+            touches &= ~write[rows]
+        rows = rows[~touches]
+    return np.sort(np.r_[rows, np.flatnonzero(flush)])
+
+
+def split_as_traced(table: EventTable, mm: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Requests ``[time, dev, sector, nr, rwbs, before, row]`` of a file system's own bios cut
+    where the trace shows their device split them (X of the same device inside the bio's
+    range, after its Q: ``bio_split_to_limits`` at the queue's limits and the pages' layout,
+    which a page cache writeback bio's is not known otherwise); a row ``first`` (1 for the
+    piece that carries the bio's Q) is appended."""
+    x = np.flatnonzero(table.action == ACT_SPLIT)
+    cols: list[list[int]] = []
+    for j in range(mm.shape[1]):
+        t, dev, sec, nr, rw, before, row = (int(v) for v in mm[:, j])
+        cuts: list[int] = []
+        if len(x) and nr > 0 and table.action[row] == ACT_QUEUE:
+            c = x[(x > row) & (table.dev[x] == dev)]
+            pts = table.aux[c].astype(np.int64)
+            cuts = sorted({int(p) for p in pts if sec < p < sec + nr})
+        edges = [sec, *cuts, sec + nr]
+        for k in range(len(edges) - 1):
+            cols.append([t, dev, edges[k], edges[k + 1] - edges[k], rw, before, row,
+                         int(k == 0)])
+    return np.array(cols, dtype=np.int64).T.reshape(8, -1)
+
+
+def merged_rows(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+    """Which of the Q ``rows`` the trace shows back-merged into the request before them (an M
+    of the same device, sector and size right after the Q, ``blk_attempt_plug_merge`` /
+    ``bio_attempt_back_merge``): such a bio is not a request of its own."""
+    out = np.zeros(len(rows), dtype=bool)
+    m = np.flatnonzero(table.action == ACT_BACKMERGE)
+    if not len(m) or not len(rows):
+        return out
+    for j, r in enumerate(rows.tolist()):
+        if table.action[r] != ACT_QUEUE:
+            continue
+        c = m[(m > r) & (table.dev[m] == table.dev[r]) & (table.sector[m] == table.sector[r])
+              & (table.nr_sectors[m] == table.nr_sectors[r])]
+        out[j] = bool(len(c))
+    return out
+
+
+def fold_merged(mm: npt.NDArray[np.int64], merged: npt.NDArray[np.bool_]
+                 ) -> npt.NDArray[np.int64]:
+    """Metadata writes ``[time, dev, sector, nr, rwbs]`` (columns in trace order) with each
+    write the trace shows back-merged added to the one it merged into (the latest earlier
+    write on the same device ending where it starts); one the rows do not hold stays."""
+    if not bool(np.any(merged)):
+        return mm
+    keep = np.ones(mm.shape[1], dtype=bool)
+    out = mm.copy()
+    for j in np.flatnonzero(merged).tolist():
+        for k in range(j - 1, -1, -1):
+            if keep[k] and out[1, k] == out[1, j] and out[2, k] + out[3, k] == out[2, j]:
+                out[3, k] += out[3, j]
+                keep[j] = False
+                break
+    return out[:, keep]
+
+
+def dispatch_time_of(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+    """When each metadata write was dispatched (its data D on the same device, sector and size
+    nearest in time; the Q's time where the trace shows no such D). md submits the superblock
+    writes of one update to the members one after the other, but each waits in its member's
+    flush sequence, so the dispatch order, not the Q order, is what the members show."""
+    t = table.time_ns.astype(np.int64)
+    out = t[rows].copy()
+    d = np.flatnonzero((table.action == ACT_ISSUE) & ((table.rwbs & RWBS_META) != 0))
+    for j, r in enumerate(rows.tolist()):
+        c = d[(table.dev[d] == table.dev[r]) & (table.sector[d] == table.sector[r]) &
+              (table.nr_sectors[d] == table.nr_sectors[r])]
+        if len(c):
+            out[j] = int(t[c[np.argmin(np.abs(t[c] - t[r]))]])
+    return out
