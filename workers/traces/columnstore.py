@@ -216,9 +216,11 @@ class ColumnStore:
         write_npz_chunks(target, members())
 
 
-def read_rows(fp: IO[bytes], dtype: np.dtype[Any], n: int) -> npt.NDArray[Any]:
+def read_rows(fp: IO[bytes], dtype: np.dtype[Any], n: int, *, what: str = "stored column"
+              ) -> npt.NDArray[Any]:
     """The next ``n`` values of ``dtype`` from the stream ``fp`` (a decompressing zip member)
-    into a new array: plain reads into one buffer, nothing mapped."""
+    into a new array: plain reads into one buffer, nothing mapped. ``what`` names the column's
+    kind in the error when the stream ends early."""
     want = int(n) * dtype.itemsize
     buf = bytearray(want)
     view = memoryview(buf)
@@ -226,7 +228,7 @@ def read_rows(fp: IO[bytes], dtype: np.dtype[Any], n: int) -> npt.NDArray[Any]:
     while got < want:
         k = fp.readinto(view[got:])  # type: ignore[attr-defined]
         if not k:
-            raise ValueError("stored column truncated")
+            raise ValueError(f"{what} truncated")
         got += k
     return np.frombuffer(buf, dtype=dtype)
 

@@ -220,24 +220,12 @@ class _ColumnReader:
         self.pos = 0
 
     def read(self, n: int) -> Any:
-        import numpy as np
+        from workers.traces.columnstore import read_rows
 
         n = max(0, min(int(n), self.rows - self.pos))
-        want = n * self.dtype.itemsize
-        buf = bytearray(want)
-        view = memoryview(buf)
-        got = 0
-        while got < want:
-            k = self.fp.readinto(view[got:]) if hasattr(self.fp, "readinto") else 0
-            if not k:
-                chunk = self.fp.read(want - got)
-                if not chunk:
-                    raise ValueError("part column truncated")
-                view[got:got + len(chunk)] = chunk
-                k = len(chunk)
-            got += k
+        out = read_rows(self.fp, self.dtype, n, what="part column")
         self.pos += n
-        return np.frombuffer(buf, dtype=self.dtype)
+        return out
 
 
 class _ColumnStreams:
