@@ -82,9 +82,10 @@ from workers.model.own_requests import (
 )
 from workers.model.plug import F_IDLE, F_SYNC, F_UNMERGEABLE, Bio
 from workers.model.policy import Policy, parse_size
+from workers.model.raid5d_runs import Raid5dRuns, raid5d_runs
 from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
 from workers.model.stack import RAID456, Stack, all_limits
-from workers.model.submit import EV_COMPLETE, EV_UNIT, Engine, Unit
+from workers.model.submit import EV_COMPLETE, EV_RAID5D, EV_RAID5D_END, EV_UNIT, Engine, Unit
 from workers.model.trace_plugs import (
     mark_unplugged,
     plugs_from_issue_state,
@@ -246,6 +247,10 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     mirror = _mirror_read_choices(table, top_dev)
     if len(mirror[0]):
         meta["mirror_reads"] = mirror
+    if table.time_known and n:
+        runs = raid5d_runs(table, rows, stack, int(table.time_ns[rows].min()))
+        if runs is not None:
+            meta["raid5d_runs"] = runs
     unmergeable = unmergeable_writes(table, rows, top_dev, stack)
     if bool(np.any(unmergeable)):
         meta["unmergeable"] = unmergeable
@@ -539,6 +544,11 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         An EventTable sorted by time with per-device seq numbers.
     """
     eng = Engine(stack, policy, record=record)
+    runs = bios.meta.get("raid5d_runs")
+    if isinstance(runs, Raid5dRuns):
+        eng.r5_runs = dict(runs.rows)
+        eng.r5_session_start = list(runs.session_start)
+        eng.r5_session_end = list(runs.session_end)
     top = stack.top.dev
     layouts: dict[int, MemoryLayout] = {}
     hint = bios.meta.get("mirror_reads")
@@ -579,7 +589,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
                         del layouts[i]
     if engine not in ("auto", "python", "fast"):
         raise ModelConfigError(f"engine must be auto, python or fast, not {engine!r}")
-    interleave = bio_by_bio(pid, plug, bios.depth, stack)
+    # with raid5d's work in the trace, every thread keeps its plug bio by bio: the stripes it
+    # holds (release_stripe_plug) wait for its unplug while raid5d handles the others'
+    interleave = bio_by_bio(pid, plug, bios.depth, stack) or (
+        bios.depth == 0 and isinstance(runs, Raid5dRuns))
     flushes = bool(np.any(nr == 0))
     unmerge = np.asarray(bios.meta.get("unmergeable", np.zeros(0, np.bool_)), dtype=np.bool_)
     if len(unmerge) != len(sector):
@@ -658,6 +671,15 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             eng.complete(payload, t)
             eng.raid5_unplug()
             continue
+        if kind == EV_RAID5D:
+            eng.now = max(eng.now, t)
+            eng.r5_wakes.discard(t)
+            eng.raid5_unplug()
+            continue
+        if kind == EV_RAID5D_END:
+            eng.now = max(eng.now, t)
+            eng.end_raid5d_session(payload)
+            continue
         if kind == EV_BIO:
             # the next bio of a unit whose thread other threads' bios interleave with
             unit, plug_obj, rows, k, naps, j = payload
@@ -687,6 +709,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
                 # the trace shows the thread sleeping here: its plug goes out from schedule
                 assert plug_obj is not None
                 plug_obj.flush(True)
+                eng.raid5_unplug(th.pid)  # raid5_unplug(from_schedule) is a plug callback
                 j += 1
                 continue
             if interleave and k and time_l[i] > eng.now:
@@ -720,7 +743,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         # the thread is done submitting (it waits for its I/O, or its next unit is due
         # later): kblockd runs the hardware queues it was asked to (Engine.run_deferred)
         eng.run_deferred()
-        eng.raid5_unplug()
+        eng.raid5_unplug(th.pid)
         if unit.outstanding == 0:
             unit_done(unit, eng.now)
         if progress is not None:

@@ -163,6 +163,10 @@ STEP_NS = 200
 
 EV_COMPLETE = 0
 EV_UNIT = 1
+#: raid5d wakes for rows the trace shows it handling then (``Engine.raid5_unplug(None)``)
+EV_RAID5D = 3
+#: raid5d's plug session ends (``blk_finish_plug``): ``Engine.end_raid5d_session``
+EV_RAID5D_END = 4
 
 
 #: Stacked kinds whose empty flush goes to every member (md_flush_request; dm's
@@ -234,7 +238,7 @@ class R5Stripe:
 
     __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
                  "remaining", "phase", "pid", "array_sector", "up", "uptodate", "preread",
-                 "full")
+                 "full", "owner", "due", "opf")
 
     def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
@@ -259,6 +263,13 @@ class R5Stripe:
         self.preread = False
         #: counted in pending_full_writes (written with no reads)
         self.full = False
+        #: the thread whose plug holds the stripe (STRIPE_ON_UNPLUG_LIST on its
+        #: ``raid5_plug_cb`` list), or None once released to raid5d (see ``raid5_unplug``)
+        self.owner: int | None = None
+        #: when raid5d gets to the row (see ``Engine._raid5d_due``); -1 not yet asked
+        self.due = -1
+        #: member index -> RWBS bits of the write bio that fills its block (``towrite``)
+        self.opf: dict[int, int] = {}
 
 
 class MirrorRead(MdPiece):
@@ -348,6 +359,14 @@ class Engine:
         self.r5_delayed: dict[tuple[int, int], R5Stripe] = {}
         self.r5_preread_active = 0
         self.r5_full_writes = 0
+        #: start times of raid5d's runs per stripe row, from the trace
+        #: (:func:`workers.model.raid5d_runs.raid5d_runs`), and the wake-ups already queued
+        self.r5_runs: dict[int, list[int]] = {}
+        self.r5_wakes: set[int] = set()
+        #: raid5d's plug sessions from the trace (start, end times) and the open one's plug
+        self.r5_session_start: list[int] = []
+        self.r5_session_end: list[int] = []
+        self.r5_session: tuple[int, Plug] | None = None
         self.r5_cache: dict[int, R5Cache] = {
             dev: R5Cache(node.stripe_cache) for dev, node in self.nodes.items()
             if node.kind in RAID456}
@@ -790,6 +809,11 @@ class Engine:
             if sh is None:
                 sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid, qd)
                 sh.uptodate = set(self.r5_cache[node.dev].get(s))
+            if sh.owner is None and self.plug is not None:
+                # release_stripe_plug: the first thread whose plug takes the stripe keeps it
+                # (test_and_set_bit(STRIPE_ON_UNPLUG_LIST)); a later writer only drops its
+                # reference, so the row waits for the first one's raid5_unplug
+                sh.owner = bio.pid
             if write and bio.rwbs & RWBS_SYNC:
                 sh.preread = True  # make_stripe_request: REQ_SYNC sets STRIPE_PREREAD_ACTIVE
             if write:
@@ -797,6 +821,7 @@ class Engine:
                 mask = ((1 << (hi - lo)) - 1) << (lo - s)
                 sh.written[disk] = sh.written.get(disk, 0) | mask
                 sh.array_sector[disk] = bio.sector + (s - msec)
+                sh.opf.setdefault(disk, bio.rwbs)
             else:
                 if disk in node.failed:
                     sh.wanted.update(i for i in range(len(node.members))
@@ -812,25 +837,171 @@ class Engine:
                     unit.outstanding += 1
             s += STRIPE_SECTORS
 
-    def raid5_unplug(self) -> None:
-        """``raid5_unplug`` then raid5d: handle the stripes the finished plug held, and
-        issue the writes of stripes whose reads are back."""
+    def raid5_unplug(self, pid: int | None = None) -> None:
+        """``raid5_unplug`` of thread ``pid``'s plug, then raid5d: handle the stripes that
+        plug held and those released without one, and issue the writes of stripes whose
+        reads are back (``pid`` None: raid5d alone, woken by a completion).
+
+        Each thread's ``raid5_plug_cb`` lists only the stripe_heads it took first
+        (``release_stripe_plug``): another thread's unplug, or raid5d woken by a member's
+        completion, leaves them on that list, where later writes may still fill the row.
+        Two writers of one page cache (the flusher and ``sync``) thus hand md rows that the
+        other one completes before either plug lets them go.
+        """
         if not self.r5_pending and not self.r5_ready and not self.r5_delayed:
             return
-        saved, self.plug = self.plug, self.make_plug()  # raid5d's own plug
-        pending = sorted(self.r5_pending.values(), key=lambda sh: (sh.node.dev, sh.msec))
-        self.r5_pending = {}
+        saved, self.plug = self.plug, self._raid5d_plug()  # raid5d's own plug
+        pending = []
+        for sh in self.r5_pending.values():
+            if sh.owner == pid:
+                sh.owner = None  # released: on the handle list from now on
+            if sh.owner is None and self._raid5d_due(sh) <= self.now:
+                pending.append(sh)
+        pending = self._with_batch_rows(pending)
         for sh in pending:
-            self._handle_stripe(sh)
+            del self.r5_pending[(sh.node.dev, sh.msec)]
+            sh.due = -1
+        full: list[R5Stripe] = []
+        for sh in pending:
+            self._handle_stripe(sh, full)
+        for batch in self._stripe_batches(full):
+            self._batch_writes(batch)
         self._activate_delayed()
         while self.r5_ready:
             ready, self.r5_ready = self.r5_ready, []
             for sh in ready:
+                if self._raid5d_due(sh) > self.now:
+                    self.r5_ready.append(sh)  # raid5d writes it in a later run
+                    continue
+                sh.due = -1
                 self._stripe_writes(sh)
-        self.plug.flush(False)
+            if all(sh.due > self.now for sh in self.r5_ready):
+                break
+        if self.r5_session is None or self.r5_session[1] is not self.plug:
+            self.plug.flush(False)
         self.plug = saved
 
-    def _handle_stripe(self, sh: R5Stripe) -> None:
+    def _raid5d_plug(self) -> Plug:
+        """raid5d's plug now: the open session's when the trace shows raid5d inside a plug
+        session at this time (its bios of separate handlings merge there until the session's
+        ``blk_finish_plug``), else a plug of this call alone."""
+        k = bisect.bisect_right(self.r5_session_start, self.now) - 1
+        if k >= 0 and self.now <= self.r5_session_end[k]:
+            if self.r5_session is not None and self.r5_session[0] == k:
+                return self.r5_session[1]
+            self.end_raid5d_session(-1)
+            plug = self.make_plug()
+            self.r5_session = (k, plug)
+            self.hseq += 1
+            heapq.heappush(self.heap, (self.r5_session_end[k], self.hseq, EV_RAID5D_END, k))
+            return plug
+        self.end_raid5d_session(-1)
+        return self.make_plug()
+
+    def end_raid5d_session(self, k: int) -> None:
+        """``blk_finish_plug`` of raid5d's session ``k`` (-1: whichever is open)."""
+        if self.r5_session is not None and (k < 0 or self.r5_session[0] == k):
+            plug = self.r5_session[1]
+            self.r5_session = None
+            saved, self.plug = self.plug, plug
+            plug.flush(False)
+            self.plug = saved
+
+    def _raid5d_due(self, sh: R5Stripe) -> int:
+        """When raid5d handles ``sh`` next: the start of the trace's first raid5d run of the
+        row at or after the model's clock (then a wake-up is queued), or now where the trace
+        shows none. Asked once per handling step (reset when the stripe is handled)."""
+        if sh.due < 0:
+            runs = self.r5_runs.get(sh.msec) if sh.node is self.stack.top else None
+            due = self.now
+            if runs:
+                k = bisect.bisect_left(runs, self.now)
+                if k < len(runs):
+                    due = runs[k]
+            sh.due = due
+            if due > self.now and due not in self.r5_wakes:
+                self.r5_wakes.add(due)
+                self.hseq += 1
+                heapq.heappush(self.heap, (due, self.hseq, EV_RAID5D, None))
+        return sh.due
+
+    def _with_batch_rows(self, due: list[R5Stripe]) -> list[R5Stripe]:
+        """The rows raid5d handles now, in row order: those due, and after each full-stripe
+        write the released full-stripe writes of the rows that follow it in its chunk, due or
+        not: ``stripe_add_to_batch_list`` joined them to its batch when they filled up, and
+        ``handle_stripe`` of the batch head does the whole batch."""
+        rows = {(sh.node.dev, sh.msec): sh for sh in due}
+        for sh in sorted(due, key=lambda sh: (sh.node.dev, sh.msec)):
+            if not self._full_stripe_write(sh):
+                continue
+            chunk = sh.node.chunk_sectors or STRIPE_SECTORS
+            first = min(i for i in range(len(sh.node.members)) if i != sh.pd and i != sh.qd)
+            nxt = self.r5_pending.get((sh.node.dev, sh.msec + STRIPE_SECTORS))
+            while nxt is not None and nxt.owner is None and nxt.msec % chunk and \
+                    self._full_stripe_write(nxt) and sh.opf.get(first) == nxt.opf.get(first):
+                rows[(nxt.node.dev, nxt.msec)] = nxt
+                nxt = self.r5_pending.get((nxt.node.dev, nxt.msec + STRIPE_SECTORS))
+        return sorted(rows.values(), key=lambda sh: (sh.node.dev, sh.msec))
+
+    @staticmethod
+    def _full_stripe_write(sh: R5Stripe) -> bool:
+        """``is_full_stripe_write``: every data block of the row is overwritten whole."""
+        whole = (1 << STRIPE_SECTORS) - 1
+        return all(sh.written.get(i, 0) == whole for i in range(len(sh.node.members))
+                   if i != sh.pd and i != sh.qd)
+
+    @staticmethod
+    def _stripe_batches(full: list[R5Stripe]) -> list[list[R5Stripe]]:
+        """``stripe_add_to_batch_list``: full-stripe writes of consecutive rows inside one
+        chunk ("Don't cross chunks, so stripe pd_idx/qd_idx is the same") whose first data
+        block was written with the same flags (``bi_opf``) go as one batch.
+
+        ``stripe_can_batch`` asks ``is_full_stripe_write`` (every data block R5_OVERWRITE);
+        the batch is handled through its head, and ``ops_run_io`` walks the members of the
+        whole batch at once (see :meth:`Engine._batch_writes`). ``full`` is in row order.
+        """
+        batches: list[list[R5Stripe]] = []
+        whole = (1 << STRIPE_SECTORS) - 1
+        open_batch = False  # the last batch may take the next row
+        for sh in full:
+            node = sh.node
+            data = [i for i in range(len(node.members)) if i not in (sh.pd, sh.qd)]
+            ok = all(sh.written.get(i, 0) == whole for i in data)
+            if open_batch and ok:
+                last = batches[-1][-1]
+                chunk = node.chunk_sectors or STRIPE_SECTORS
+                if last.node is node and last.msec + STRIPE_SECTORS == sh.msec and \
+                        sh.msec % chunk and last.opf.get(data[0]) == sh.opf.get(data[0]):
+                    batches[-1].append(sh)
+                    continue
+            batches.append([sh])
+            open_batch = ok
+        return batches
+
+    def _batch_writes(self, batch: list[R5Stripe]) -> None:
+        """``ops_run_io`` of a stripe batch: for each member from the last to the first, the
+        block of every stripe of the batch (head first, then ``batch_list`` in row order), so
+        a member's bios of the batch follow each other and merge into one request, which
+        ``blk_add_rq_to_plug`` sends out (BLK_PLUG_FLUSH_SIZE) when the next member's first
+        request joins raid5d's plug."""
+        if len(batch) == 1:
+            self._stripe_writes(batch[0])
+            return
+        rwbs = RWBS_WRITE | RWBS_SYNC
+        for sh in batch:
+            sh.phase = 2
+        head = batch[0]
+        parity = [head.pd] + ([head.qd] if head.qd >= 0 else [])
+        for i in sorted(set(head.written) | set(parity), reverse=True):
+            if i in head.node.failed:
+                continue
+            for sh in batch:
+                self._stripe_bio(sh, i, OP_WRITE, rwbs)
+        for sh in batch:
+            if sh.remaining == 0:
+                self._stripe_io_done(sh, self.now)
+
+    def _handle_stripe(self, sh: R5Stripe, batchable: list[R5Stripe] | None = None) -> None:
         """``handle_stripe_dirtying``: full stripe, read-modify-write or reconstruct-write
         (raid6: P and Q are both parity); reads of a degraded array (``fetch_block``).
 
@@ -867,7 +1038,10 @@ class Engine:
         if not reads:
             sh.full = True
             self.r5_full_writes += 1
-            self._stripe_writes(sh)
+            if batchable is not None:
+                batchable.append(sh)  # written by the caller, batched (_stripe_batches)
+            else:
+                self._stripe_writes(sh)
             return
         if not sh.preread:
             # handle_stripe_dirtying: a write that must read first and is not

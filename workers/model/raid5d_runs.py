@@ -1,0 +1,160 @@
+"""When md's raid5d handled each stripe row, read from a trace of the members.
+
+A raid4/5/6 write does not reach the members from the writer: ``raid5_unplug`` (or a write
+with no plug) releases its stripe_heads to ``conf->handle_list`` and wakes the array's thread,
+``raid5d``, which takes them in runs (``handle_active_stripes``, at most
+``MAX_STRIPE_BATCH`` per call, a stripe batch counting once) under its own plug
+(``blk_start_plug`` .. ``blk_finish_plug`` around its loop). What a stripe_head does depends
+on *when* raid5d gets to it: until ``handle_stripe`` -> ``handle_stripe_dirtying`` looks at it,
+later writes still join the row (``add_stripe_bio``), and a row that filled up in the meantime
+is written whole, with no reads. How far raid5d lags behind the writers is a matter of CPU
+time (the parity is computed in ``ops_run_reconstruct5`` on the CPU that runs raid5d; under
+emulation or a busy machine it lags by many milliseconds), not of any queue limit, so the
+model does not invent it: the trace says it. Every member bio raid5d submits is a Q (after
+an A from the array) with raid5d's pid, and raid5d's plug ends with a U (or UT when it
+slept) on each member it handed requests to. The U events cut raid5d's bios into runs; a row's
+runs are when raid5d handled it (a read run for its reads, a later run for its writes).
+
+:func:`raid5d_runs` returns, per stripe row of the top array (member sector
+without ``data_offset``, a multiple of ``STRIPE_SECTORS``), the start times of the runs that
+touched it. The replay (:meth:`workers.model.submit.Engine.raid5_unplug`) handles a released
+row, and writes a row whose reads are back, no earlier than raid5d's next run of that row
+at or after the model's clock; rows without such evidence are handled at once, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from workers.events import (
+    ACT_GETRQ,
+    ACT_QUEUE,
+    ACT_REMAP,
+    ACT_UNPLUG_IO,
+    ACT_UNPLUG_TIMER,
+    RWBS_META,
+    RWBS_READ,
+    EventTable,
+)
+from workers.model.stack import RAID456, Stack
+
+#: STRIPE_SECTORS (drivers/md/raid5.h with 4 KiB stripes): one stripe_head row.
+_ROW_SECTORS = 8
+
+
+@dataclass(frozen=True)
+class Raid5dRuns:
+    """raid5d's work as a trace shows it (times in ns since the replay's first bio).
+
+    Attributes:
+        rows: stripe row (member sector - data_offset) -> sorted start times of the row's
+            handlings (the first member bio of each).
+        session_start / session_end: raid5d's plug sessions, in time order: the first bio
+            and the U that flushed the plug at ``blk_finish_plug``.
+    """
+
+    rows: dict[int, list[int]]
+    session_start: list[int]
+    session_end: list[int]
+
+
+def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | None,
+                t0: int) -> Raid5dRuns | None:
+    """Per stripe row of the top array (member sector - data_offset, rounded down to a row), the
+    sorted start times (ns since ``t0``) of raid5d's runs that submitted a bio for it.
+
+    raid5d's pids are those of the member A events remapped from the array that no Q on the
+    array itself carries (a direct read's chunk-aligned bio is remapped by its submitter).
+    None where the top is not raid4/5/6, times are unknown, or the trace has no such bios.
+    """
+    if stack is None or stack.top.kind not in RAID456 or not table.time_known:
+        return None
+    top = stack.top
+    top_dev = top.dev
+    members = np.array([m.dev for m in top.members], dtype=np.int64)
+    act = table.action
+    dev = table.dev.astype(np.int64)
+    on_member = np.isin(dev, members)
+    remap = on_member & (act == ACT_REMAP) & (table.aux2.astype(np.int64) == top_dev)
+    if not bool(np.any(remap)):
+        return None
+    writers = np.unique(table.pid[q_rows])
+    daemons = np.setdiff1d(np.unique(table.pid[remap]), writers)
+    if not len(daemons):
+        return None
+    mine = np.isin(table.pid, daemons) & on_member
+    q = np.flatnonzero(mine & (act == ACT_QUEUE) & (table.nr_sectors > 0)
+                       & ((table.rwbs & RWBS_META) == 0))
+    if not len(q):
+        return None
+    tm = table.time_ns.astype(np.int64)
+    _, sessions = _sessions(table, mine, q)
+    row = (table.sector[q].astype(np.int64) - top.data_offset) // _ROW_SECTORS * _ROW_SECTORS
+    member = dev[q]
+    read = (table.rwbs[q].astype(np.int64) & RWBS_READ) != 0
+    order = np.lexsort((tm[q], row))
+    row, member, read, tq = row[order], member[order], read[order], tm[q][order]
+    # a handling of a row starts at its first bio; the next one where the row changes, a
+    # member comes again, or writes follow reads (ops_run_io after the reads are back)
+    new = np.zeros(len(row), dtype=bool)
+    seen: set[int] = set()
+    row_l, member_l, read_l = row.tolist(), member.tolist(), read.tolist()
+    for i in range(len(row_l)):
+        if i == 0 or row_l[i] != row_l[i - 1] or member_l[i] in seen or \
+                (read_l[i - 1] and not read_l[i]):
+            new[i] = True
+            seen = set()
+        seen.add(member_l[i])
+    pairs = np.unique(np.stack([row[new], tq[new] - t0]), axis=1)
+    out: dict[int, list[int]] = {}
+    for r, s in zip(pairs[0].tolist(), pairs[1].tolist()):
+        out.setdefault(r, []).append(s)
+    return Raid5dRuns(out, [a - t0 for a, _ in sessions], [b - t0 for _, b in sessions])
+
+
+def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.intp]
+              ) -> tuple[npt.NDArray[np.int64], list[tuple[int, int]]]:
+    """raid5d's plug sessions: for each of its bios ``q`` the start of its session, and every
+    session's (first bio, end) times.
+
+    raid5d holds one plug across its loop (``blk_start_plug`` .. ``blk_finish_plug``); its
+    U (or UT, when it slept) events end a session, except a U that its own next request
+    caused: ``blk_add_rq_to_plug`` flushes the plug (BLK_PLUG_FLUSH_SIZE, the request count)
+    when a new request joins it, so that U follows the G of the new request (a U after such
+    a U belongs to the same flush).
+    """
+    act = table.action
+    ev = np.flatnonzero(mine & ((act == ACT_QUEUE) | (act == ACT_GETRQ)
+                                | (act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER)))
+    ev = ev[np.argsort(table.time_ns[ev], kind="stable")]
+    a = act[ev].tolist()
+    t = table.time_ns[ev].astype(np.int64).tolist()
+    start_of: dict[int, int] = {}
+    sessions: list[tuple[int, int]] = []
+    start = -1
+    prev = -1
+    ends = False  # the U being read ends the session
+    for k, i in enumerate(ev.tolist()):
+        ak = a[k]
+        if ak == ACT_UNPLUG_IO or ak == ACT_UNPLUG_TIMER:
+            if prev == ACT_GETRQ and ak == ACT_UNPLUG_IO:
+                ends = False
+            elif prev not in (ACT_UNPLUG_IO, ACT_UNPLUG_TIMER):
+                ends = True
+            if (ends or ak == ACT_UNPLUG_TIMER) and start >= 0:
+                sessions.append((start, t[k]))
+                start = -1
+        elif ak == ACT_QUEUE:
+            if start < 0:
+                start = t[k]
+            start_of[i] = start
+        prev = ak
+    if start >= 0:
+        sessions.append((start, t[-1]))
+    return np.array([start_of[i] for i in q.tolist()], dtype=np.int64), sessions
+
+
+__all__ = ["Raid5dRuns", "raid5d_runs"]
