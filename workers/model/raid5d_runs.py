@@ -52,11 +52,16 @@ class Raid5dRuns:
     Attributes:
         rows: stripe row (member sector - data_offset) -> sorted start times of the row's
             handlings (the first member bio of each).
+        writes: stripe row -> for each of those handlings, the members it wrote (a bit per
+            member index; 0 for a handling that only read).
+        reads: the same for the members it read.
         session_start / session_end: raid5d's plug sessions, in time order: the first bio
             and the U that flushed the plug at ``blk_finish_plug``.
     """
 
     rows: dict[int, list[int]]
+    writes: dict[int, list[int]]
+    reads: dict[int, list[int]]
     session_start: list[int]
     session_end: list[int]
 
@@ -108,11 +113,25 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
             new[i] = True
             seen = set()
         seen.add(member_l[i])
-    pairs = np.unique(np.stack([row[new], tq[new] - t0]), axis=1)
+    index = {int(d): i for i, d in enumerate(members.tolist())}
+    handling = np.cumsum(new) - 1
+    wrote = np.zeros(int(new.sum()), dtype=np.int64)
+    read_m = np.zeros(int(new.sum()), dtype=np.int64)
+    for h, m, rd in zip(handling.tolist(), member_l, read_l):
+        if rd:
+            read_m[h] |= 1 << index[m]
+        else:
+            wrote[h] |= 1 << index[m]
+    starts = (tq[new] - t0).tolist()
     out: dict[int, list[int]] = {}
-    for r, s in zip(pairs[0].tolist(), pairs[1].tolist()):
-        out.setdefault(r, []).append(s)
-    return Raid5dRuns(out, [a - t0 for a, _ in sessions], [b - t0 for _, b in sessions])
+    masks: dict[int, list[int]] = {}
+    rmasks: dict[int, list[int]] = {}
+    for r, st, w, rm in sorted(zip(row[new].tolist(), starts, wrote.tolist(), read_m.tolist())):
+        out.setdefault(r, []).append(st)
+        masks.setdefault(r, []).append(w)
+        rmasks.setdefault(r, []).append(rm)
+    return Raid5dRuns(out, masks, rmasks, [a - t0 for a, _ in sessions],
+                      [b - t0 for _, b in sessions])
 
 
 def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.intp]

@@ -547,6 +547,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     runs = bios.meta.get("raid5d_runs")
     if isinstance(runs, Raid5dRuns):
         eng.r5_runs = dict(runs.rows)
+        eng.r5_writes = dict(runs.writes)
+        eng.r5_reads = dict(runs.reads)
         eng.r5_session_start = list(runs.session_start)
         eng.r5_session_end = list(runs.session_end)
     top = stack.top.dev

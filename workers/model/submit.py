@@ -238,7 +238,7 @@ class R5Stripe:
 
     __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
                  "remaining", "phase", "pid", "array_sector", "up", "uptodate", "preread",
-                 "full", "owner", "due", "opf")
+                 "full", "owner", "due", "opf", "due_mask", "block_pieces", "reload")
 
     def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
@@ -270,6 +270,13 @@ class R5Stripe:
         self.due = -1
         #: member index -> RWBS bits of the write bio that fills its block (``towrite``)
         self.opf: dict[int, int] = {}
+        #: the members raid5d's handling at ``due`` wrote, as the trace shows (0: unknown)
+        self.due_mask = 0
+        #: member index -> the pieces (and their units) waiting on that block
+        self.block_pieces: dict[int, list[tuple[MdPiece, Unit | None]]] = {}
+        #: take the stripe cache's up-to-date blocks again when handled (a row's later
+        #: writes, split off while raid5d handled the earlier ones)
+        self.reload = False
 
 
 class MirrorRead(MdPiece):
@@ -362,6 +369,11 @@ class Engine:
         #: start times of raid5d's runs per stripe row, from the trace
         #: (:func:`workers.model.raid5d_runs.raid5d_runs`), and the wake-ups already queued
         self.r5_runs: dict[int, list[int]] = {}
+        #: for each of those runs, the members it wrote and read (bits)
+        self.r5_writes: dict[int, list[int]] = {}
+        self.r5_reads: dict[int, list[int]] = {}
+        #: stripes reading for a write (phase 1): later writes to the row join them
+        self.r5_reading: dict[tuple[int, int], R5Stripe] = {}
         self.r5_wakes: set[int] = set()
         #: raid5d's plug sessions from the trace (start, end times) and the open one's plug
         self.r5_session_start: list[int] = []
@@ -802,6 +814,11 @@ class Engine:
         while s < end:
             key = (node.dev, s)
             sh = self.r5_pending.get(key)
+            if sh is None and write:
+                # add_stripe_bio on a stripe_head still reading for an earlier write: the
+                # new block waits in towrite, and the write phase after the reads
+                # (handle_stripe again) carries it too
+                sh = self.r5_reading.get(key)
             if sh is None:
                 sh = self.r5_delayed.pop(key, None)
                 if sh is not None:  # more writes for a delayed row: looked at again
@@ -835,6 +852,8 @@ class Engine:
                 if unit is not None:
                     sh.units.append(unit)
                     unit.outstanding += 1
+                if write:
+                    sh.block_pieces.setdefault(disk, []).append((piece, unit))
             s += STRIPE_SECTORS
 
     def raid5_unplug(self, pid: int | None = None) -> None:
@@ -857,18 +876,32 @@ class Engine:
                 sh.owner = None  # released: on the handle list from now on
             if sh.owner is None and self._raid5d_due(sh) <= self.now:
                 pending.append(sh)
-        pending = self._with_batch_rows(pending)
         for sh in pending:
             del self.r5_pending[(sh.node.dev, sh.msec)]
             sh.due = -1
+            if sh.due_mask:
+                self._defer_late_blocks(sh, sh.due_mask)
+                sh.due_mask = 0
+        pending = self._with_batch_rows(pending)
+        for sh in pending:
+            key = (sh.node.dev, sh.msec)
+            if self.r5_pending.get(key) is sh:  # a batch's row taken with its head
+                del self.r5_pending[key]
+                sh.due = -1
+                sh.due_mask = 0
         full: list[R5Stripe] = []
         for sh in pending:
+            if full and not self._full_stripe_write(sh):
+                for batch in self._stripe_batches(full):
+                    self._batch_writes(batch)
+                full = []
             self._handle_stripe(sh, full)
         for batch in self._stripe_batches(full):
             self._batch_writes(batch)
         self._activate_delayed()
         while self.r5_ready:
             ready, self.r5_ready = self.r5_ready, []
+            ready.sort(key=lambda sh: (self._raid5d_due(sh), sh.node.dev, sh.msec))
             for sh in ready:
                 if self._raid5d_due(sh) > self.now:
                     self.r5_ready.append(sh)  # raid5d writes it in a later run
@@ -918,6 +951,8 @@ class Engine:
                 k = bisect.bisect_left(runs, self.now)
                 if k < len(runs):
                     due = runs[k]
+                    sh.due_mask = self._present_then(sh, self.r5_writes[sh.msec][k],
+                                                     self.r5_reads[sh.msec][k])
             sh.due = due
             if due > self.now and due not in self.r5_wakes:
                 self.r5_wakes.add(due)
@@ -925,23 +960,81 @@ class Engine:
                 heapq.heappush(self.heap, (due, self.hseq, EV_RAID5D, None))
         return sh.due
 
+    @staticmethod
+    def _present_then(sh: R5Stripe, wrote: int, read: int) -> int:
+        """The data blocks a traced handling had writes for (bits): those it wrote; for a
+        handling that read first, the blocks a read-modify-write read besides the parity, or
+        the data blocks a reconstruct-write did not read (``handle_stripe_dirtying``)."""
+        parity = (1 << sh.pd) | ((1 << sh.qd) if sh.qd >= 0 else 0)
+        if wrote:
+            return wrote & ~parity
+        if not read:
+            return 0
+        if read & parity:
+            return read & ~parity
+        data = ((1 << len(sh.node.members)) - 1) & ~parity
+        return data & ~read
+
+    def _defer_late_blocks(self, sh: R5Stripe, wrote: int) -> None:
+        """Leave for raid5d's next handling of the row the data blocks its handling now did
+        not write, as the trace shows it (``wrote``, a bit per member): they came while
+        ``handle_stripe`` was already at work on the row (``analyse_stripe`` sees the
+        ``towrite`` bios present then; a bio added later waits in ``towrite`` for the next
+        handling, the writer's plug holding the stripe again). Where the model's clock put
+        them before the handling, the trace's handling decides. Nothing is split off when
+        the handling would be left with no data block."""
+        parity = {sh.pd, sh.qd}
+        late = [i for i in sh.written if i not in parity and not (wrote >> i) & 1]
+        if not late or len(late) == len([i for i in sh.written if i not in parity]):
+            return
+        key = (sh.node.dev, sh.msec)
+        if key in self.r5_pending:
+            return
+        nxt = R5Stripe(sh.node, sh.msec, sh.pd, sh.pid, sh.qd)
+        nxt.reload = True
+        for i in late:
+            nxt.written[i] = sh.written.pop(i)
+            if i in sh.array_sector:
+                nxt.array_sector[i] = sh.array_sector.pop(i)
+            if i in sh.opf:
+                nxt.opf[i] = sh.opf.pop(i)
+                if nxt.opf[i] & RWBS_SYNC:
+                    nxt.preread = True
+            for piece, unit in sh.block_pieces.pop(i, []):
+                sh.pieces.remove(piece)
+                nxt.pieces.append(piece)
+                if unit is not None:
+                    sh.units.remove(unit)
+                    nxt.units.append(unit)
+                nxt.block_pieces.setdefault(i, []).append((piece, unit))
+        self.r5_pending[key] = nxt
+
     def _with_batch_rows(self, due: list[R5Stripe]) -> list[R5Stripe]:
-        """The rows raid5d handles now, in row order: those due, and after each full-stripe
-        write the released full-stripe writes of the rows that follow it in its chunk, due or
-        not: ``stripe_add_to_batch_list`` joined them to its batch when they filled up, and
+        """The rows raid5d handles now, in its order: those due, by when the trace shows
+        raid5d getting to them (the handle list's order, ``__get_priority_stripe``; row order
+        where the trace says nothing), each full-stripe write followed by the released
+        full-stripe writes of the rows after it in its chunk, due or not:
+        ``stripe_add_to_batch_list`` joined them to its batch when they filled up, and
         ``handle_stripe`` of the batch head does the whole batch."""
-        rows = {(sh.node.dev, sh.msec): sh for sh in due}
-        for sh in sorted(due, key=lambda sh: (sh.node.dev, sh.msec)):
+        out: list[R5Stripe] = []
+        taken: set[int] = set()
+        for sh in sorted(due, key=lambda sh: (sh.due, sh.node.dev, sh.msec)):
+            if id(sh) in taken:
+                continue
+            taken.add(id(sh))
+            out.append(sh)
             if not self._full_stripe_write(sh):
                 continue
             chunk = sh.node.chunk_sectors or STRIPE_SECTORS
             first = min(i for i in range(len(sh.node.members)) if i != sh.pd and i != sh.qd)
             nxt = self.r5_pending.get((sh.node.dev, sh.msec + STRIPE_SECTORS))
             while nxt is not None and nxt.owner is None and nxt.msec % chunk and \
-                    self._full_stripe_write(nxt) and sh.opf.get(first) == nxt.opf.get(first):
-                rows[(nxt.node.dev, nxt.msec)] = nxt
+                    id(nxt) not in taken and self._full_stripe_write(nxt) and \
+                    sh.opf.get(first) == nxt.opf.get(first):
+                taken.add(id(nxt))
+                out.append(nxt)
                 nxt = self.r5_pending.get((nxt.node.dev, nxt.msec + STRIPE_SECTORS))
-        return sorted(rows.values(), key=lambda sh: (sh.node.dev, sh.msec))
+        return out
 
     @staticmethod
     def _full_stripe_write(sh: R5Stripe) -> bool:
@@ -1011,6 +1104,9 @@ class Engine:
         Failed members are neither read nor written; a degraded array always reconstructs.
         The reads go out in ``ops_run_io``'s descending member order.
         """
+        if sh.reload:
+            sh.uptodate = set(self.r5_cache[sh.node.dev].get(sh.msec))
+            sh.reload = False
         n = len(sh.node.members)
         failed = set(sh.node.failed)
         up = sh.uptodate
@@ -1050,6 +1146,7 @@ class Engine:
             return
         self.r5_preread_active += 1
         sh.phase = 1
+        self.r5_reading[(sh.node.dev, sh.msec)] = sh
         for i in reads:
             self._stripe_bio(sh, i, OP_READ, RWBS_READ)
 
@@ -1071,6 +1168,8 @@ class Engine:
     def _stripe_writes(self, sh: R5Stripe) -> None:
         """``ops_run_io`` after the parity is computed: the written blocks and the parity,
         from the last member to the first (``for (i = disks; i--; )``)."""
+        if self.r5_reading.get((sh.node.dev, sh.msec)) is sh:
+            del self.r5_reading[(sh.node.dev, sh.msec)]
         sh.phase = 2
         rwbs = RWBS_WRITE | RWBS_SYNC
         parity = [sh.pd] + ([sh.qd] if sh.qd >= 0 else [])
