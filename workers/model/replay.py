@@ -293,6 +293,11 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
             meta["fs_first"] = mm[7]
             mm = mm[:5]
         meta["md_meta"] = mm
+        if stack is not None and stack.top.kind != "loop":
+            # when the members got the top device's own I/O (A from the top): a write that
+            # went on before a superblock update was not waiting for it (md_metadata_rows)
+            ra = (table.action == ACT_REMAP) & (table.aux2.astype(np.int64) == top_dev)
+            meta["top_remaps"] = np.sort(table.time_ns[ra].astype(np.int64)) - t0
     return BioStream(time_ns=t - (t.min() if n else 0), sector=table.sector[rows].astype(np.int64),
                      nr_sectors=table.nr_sectors[rows].astype(np.int64),
                      rwbs=table.rwbs[rows].astype(np.int64), pid=table.pid[rows].astype(np.int64),
@@ -938,6 +943,7 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     order = np.argsort(meta[0], kind="stable")
     meta = meta[:, order]
     bt = bios.time_ns
+    remaps = bios.meta.get("top_remaps")
     writes = np.flatnonzero(((bios.rwbs & RWBS_WRITE) != 0) & (bios.nr_sectors > 0))
     wt = bt[writes]
     # groups: consecutive metadata writes with no top bio submitted between them
@@ -951,8 +957,13 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
         tm = int(meta[0, a])
         k = int(np.searchsorted(wt, prev_t, side="right"))
-        if md and clean and k < len(wt) and int(wt[k]) <= tm:
-            at = int(wt[k])  # md_write_start of this write waits for the update
+        # md_write_start of that write waits for the update: a write whose I/O reached the
+        # members before the update was not marking a clean array dirty (the array was
+        # dirty already: the update marks it clean after safe_mode_delay)
+        went_on = remaps is not None and k < len(wt) and bool(
+            np.any((remaps > int(wt[k])) & (remaps < tm)))
+        if md and clean and k < len(wt) and int(wt[k]) <= tm and not went_on:
+            at = int(wt[k])
             clean = False
         else:
             nb = int(nxt[a])
