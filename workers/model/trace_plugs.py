@@ -112,6 +112,9 @@ def mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
         g0 = np.searchsorted(gt, t0, side="left")
         g1 = np.searchsorted(gt, t1, side="left")
         n_g = g1 - g0
+        # requests of any size: with no P at all there is no plug, and the discount below
+        # (a big request's flush-on-add) does not apply to "no plug" (7.3.4's 128 KiB pieces)
+        any_g = n_g > 0
         # a P per G also follows from blk_add_rq_to_plug's flush after a request of
         # BLK_PLUG_FLUSH_SIZE or more: units with such requests say "a plug per bio" only
         # when every request's plug was finished (U) before the next request was allocated
@@ -130,7 +133,7 @@ def mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
         alone = (n_p == 0) | ((n_g > 1) & (n_p >= n_g))
         for k in np.flatnonzero(alone):
             out[mine[starts[k]:ends[k]]] = -1 - int(ids[starts[k]])
-            if no_plug is not None and n_p[k] == 0 and n_g[k] > 0:
+            if no_plug is not None and n_p[k] == 0 and any_g[k]:
                 no_plug[mine[starts[k]:ends[k]]] = True
     return out
 

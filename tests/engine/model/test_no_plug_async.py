@@ -56,6 +56,19 @@ def test_no_plug_event_at_all_is_told_from_a_plug_per_bio():
     assert _marks(per_bio) == ([-1], [False])
 
 
+def test_no_p_at_all_with_pieces_of_plug_flush_size():
+    """7.3.4 q1_r5_d3_c128_dd512k: 128 KiB member pieces (BLK_PLUG_FLUSH_SIZE), G and I by
+    dd, no P: still no plug at all. Discounting a P per G for such requests is about
+    ``blk_add_rq_to_plug``'s flush of a plug, and there is none (was replayed as direct issue
+    by dd, nothing merged: 50.8% -> 98.9%)."""
+    rows = [(0, TOP, ACT_QUEUE, 0, 1024),
+            (1, DISK, ACT_QUEUE, 0, 256), (2, DISK, ACT_GETRQ, 0, 256),
+            (3, DISK, ACT_INSERT, 0, 256),
+            (4, DISK, ACT_QUEUE, 512, 256), (5, DISK, ACT_GETRQ, 512, 256),
+            (6, DISK, ACT_INSERT, 512, 256), (9, DISK, ACT_ISSUE, 0, 256)]
+    assert _marks(rows) == ([-1], [True])
+
+
 def _member_requests(no_plug: bool, scheduler: str, kernel: str = "7.3.4"
                      ) -> dict[int, list[tuple[int, int]]]:
     """Two 1 MiB reads of raid5 4 x 64k, each submitted without a task plug."""
