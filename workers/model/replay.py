@@ -87,6 +87,7 @@ from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
 from workers.model.stack import RAID456, Stack, all_limits
 from workers.model.submit import EV_COMPLETE, EV_RAID5D, EV_RAID5D_END, EV_UNIT, Engine, Unit
 from workers.model.trace_plugs import (
+    kblockd_runs,
     mark_unplugged,
     plugs_from_issue_state,
     plugs_from_md_unplugs,
@@ -240,6 +241,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         meta["split_evidence"] = evidence
     if bool(np.any(no_plug)):
         meta["no_plug"] = no_plug
+        kblockd = kblockd_runs(table, rows, plug, no_plug)
+        if len(kblockd):
+            meta["kblockd_runs"] = kblockd
     if table.time_known and n:
         sleeps = _schedule_flushes(table, rows, int(table.time_ns[rows].min()))
         if sleeps:
@@ -606,6 +610,13 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         unmerge = np.zeros(len(sector), dtype=np.bool_)
     unmerge_l = unmerge.tolist()
     sleeps: dict[int, npt.NDArray[np.int64]] = dict(bios.meta.get("sleeps") or {})
+    # where kblockd's worker ran in the middle of a no-plug unit (trace_plugs.kblockd_runs)
+    kblockd_at: dict[int, list[int]] = {}
+    if not bios.app_io:
+        for i, k in np.asarray(bios.meta.get("kblockd_runs", np.zeros((0, 2))),
+                               np.int64).reshape(-1, 2).tolist():
+            kblockd_at.setdefault(i, []).append(k)
+    paused: dict[Unit, tuple[int, list[int]]] = {}
     if engine != "python":
         from workers.model import fast
 
@@ -706,6 +717,9 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         eng.plug = plug_obj
         # below -_NO_PLUG: without __submit_bio's per-bio plug either (see mark_unplugged)
         eng.no_plug = plug_l[rows[0]] < -_NO_PLUG
+        if eng.no_plug:
+            eng.placed, eng.kblockd_at = paused.pop(unit) if unit in paused else \
+                (0, list(kblockd_at.get(rows[0], ())))
         due = 0
         while k < len(rows):
             i = rows[k]
@@ -735,6 +749,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         if k < len(rows):
             # the thread keeps its plug (current->plug) until it submits its next bio;
             # meanwhile other threads submit and completions come in
+            if eng.no_plug:
+                paused[unit] = (eng.placed, eng.kblockd_at)
             eng.plug = None
             eng.no_plug = False
             if plug_obj is not None:

@@ -420,6 +420,11 @@ class Engine:
         self.no_plug = False
         #: devices whose hardware queue run was left to kblockd, in run order
         self.deferred_runs: list[int] = []
+        #: the running no-plug unit's requests placed so far (G or merge, any blk-mq device)
+        #: and the counts at which the trace shows kblockd's worker running in between
+        #: (:func:`workers.model.trace_plugs.kblockd_runs`), ascending
+        self.placed = 0
+        self.kblockd_at: list[int] = []
 
     # --- recording ---------------------------------------------------------------------------
     def ev(self, dev: int, pid: int, act: int, rwbs: int, sector: int, nr: int, aux: int = 0,
@@ -1340,6 +1345,8 @@ class Engine:
         """``blk_mq_submit_bio``."""
         lim = self.limits[node.dev]
         bio = self._split_to_limits(bio, lim)
+        if self.no_plug:
+            self.preempted_by_kblockd()
         nsegs = self.nsegs(bio, lim)
         queue = self.queues[node.dev]
         if not bio.flags & F_NOMERGE and lim.nomerges < 2:
@@ -1382,7 +1389,8 @@ class Engine:
         the same CPU before dd's next A); under EEVDF (6.6+, RUN_TO_PARITY) the submitter
         runs on and the member pieces of a read merge in the scheduler first (7.3.4, where
         no per-bio plug hides this: D by kworker/1:1H after dd's last piece), except where
-        the worker gets the CPU at a scheduler tick within the read (not modelled).
+        the worker gets the CPU at a scheduler tick within the read, which the trace shows
+        (:meth:`preempted_by_kblockd`).
         """
         self.ev(rq.dev, rq.pid, ACT_INSERT, rq.rwbs, rq.sector, rq.nr)
         if not self.queues[rq.dev].insert(rq, self.now):
@@ -1395,6 +1403,19 @@ class Engine:
             self.deferred_runs.remove(rq.dev)
         self.deferred_runs.append(rq.dev)
         self.tick()
+
+    def preempted_by_kblockd(self) -> None:
+        """Before a no-plug unit's next request is placed: where the trace shows kblockd's
+        worker dispatching in the middle of the submission (it got the submitter's CPU at a
+        scheduler tick, ``sched_tick`` promoting the lazy resched its wakeup left;
+        :func:`workers.model.trace_plugs.kblockd_runs`), it runs the queues left to it now,
+        and what the thread inserts after that no longer merges with what went out."""
+        at = self.kblockd_at
+        if at and at[0] <= self.placed:
+            while at and at[0] <= self.placed:
+                at.pop(0)
+            self.run_deferred()
+        self.placed += 1
 
     def run_deferred(self) -> None:
         """kblockd runs the hardware queues :meth:`insert_async` left to it, in queue order."""

@@ -138,6 +138,70 @@ def mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
     return out
 
 
+def kblockd_runs(table: EventTable, q_rows: npt.NDArray[np.intp], plug: npt.NDArray[np.int64],
+                 no_plug: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    """Where kblockd's worker ran a queue while a thread was still submitting without a plug.
+
+    With no plug at all ``blk_mq_submit_bio`` inserts each request and queues the hardware
+    queue's run on kblockd (``blk_mq_run_hw_queue(hctx, true)``; a single hardware queue queues
+    it WORK_CPU_UNBOUND, on the submitter's own CPU: ``blk_mq_hctx_next_cpu``). The woken
+    worker is a fair task and does not preempt the submitter at the wakeup (EEVDF's
+    RUN_TO_PARITY / ``protect_slice``; **inferred** for 7.3: the lazy preemption model, whose
+    ``resched_curr_lazy`` only becomes a real resched in ``sched_tick``), but a scheduler tick
+    inside the submission can give it the CPU (HZ=250: every 4 ms; one read's pieces take
+    ~0.7 ms); it dispatches what was inserted by then, and the pieces inserted after it no
+    longer merge with those. When the tick falls is not modelled; the trace shows where it
+    fell: a D by another task (kworker/1:1H on dd's CPU) on a device the unit's thread put
+    requests on (G) or merged into (M), after the unit's first Q and before the thread's last
+    G/M of the unit (7.3.4 q1_r5_d3_c128_dd512k: between dd's Q and G of a member piece).
+
+    Returns rows ``[i, k]``: before the ``k``-th request-level outcome (G or M, counted from
+    0, on any blk-mq device) of the unit whose first bio is ``i`` (an index into ``q_rows``),
+    kblockd runs the queues left to it (:meth:`workers.model.submit.Engine.run_deferred`).
+    Only for units flagged in ``no_plug``; empty without timestamps.
+    """
+    out: list[tuple[int, int]] = []
+    n = len(q_rows)
+    if n == 0 or not table.time_known or not bool(np.any(no_plug)):
+        return np.zeros((0, 2), dtype=np.int64)
+    act = table.action
+    tm = table.time_ns.astype(np.int64)
+    mq_devs = np.unique(table.dev[act == ACT_GETRQ])
+    on_mq = np.isin(table.dev, mq_devs)
+    placed = on_mq & ((act == ACT_GETRQ) | (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE))
+    issued = on_mq & (act == ACT_ISSUE)
+    pid_q = table.pid[q_rows].astype(np.int64)
+    t_q = tm[q_rows]
+    for p in np.unique(pid_q[no_plug]).tolist():
+        mine = np.flatnonzero(pid_q == p)
+        ids = plug[mine]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        ends = np.r_[starts[1:], len(mine)]
+        pt = np.sort(tm[placed & (table.pid == p)])
+        others = issued & (table.pid != p)
+        dt = tm[others]
+        ddev = table.dev[others]
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            i = int(mine[a])
+            if not no_plug[i]:
+                continue
+            t0 = int(t_q[i])
+            t1 = int(t_q[mine[b]]) if b < len(mine) else np.iinfo(np.int64).max
+            lo, hi = np.searchsorted(pt, [t0, t1], side="left")
+            if hi <= lo:
+                continue
+            last = int(pt[hi - 1])
+            sel = (dt > t0) & (dt < last)
+            if not bool(np.any(sel)):
+                continue
+            # only queues this thread's unit put requests on
+            devs = np.unique(table.dev[placed & (table.pid == p) & (tm >= t0) & (tm <= last)])
+            sel &= np.isin(ddev, devs)
+            ks = np.unique(np.searchsorted(pt, dt[sel], side="left") - lo)
+            out.extend((i, int(k)) for k in ks.tolist())
+    return np.array(out, dtype=np.int64).reshape(-1, 2)
+
+
 def plugs_from_md_unplugs(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int
                            ) -> npt.NDArray[np.int64] | None:
     """Plug ids of a bio-based top from its own U/UT events, or None where it has none.

@@ -46,6 +46,9 @@ CALIBRATION = {
     # the dd buffer's memory runs read from the disk's max_segments splits (X: 992 = 124
     # pages in 62 segments; was 0.000)
     "6.12.117+deb13-amd64/seg62_disk_dd512k": 1.000,
+    # no plug at all with 128 KiB pieces (was 0.508: replayed as direct issue by dd), and
+    # kblockd's worker getting dd's CPU at a tick inside one read, read from its D (0.989)
+    "7.3.4+deb13-amd64/q1_r5_d3_c128_dd512k": 1.000,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
@@ -61,8 +64,9 @@ EVALUATION = {
     # abnormal I/O (dm_split_and_process_bio; was 0.000)
     "6.1.0-57-amd64/dmcrypt_dd1M": 1.000,
     # no plug at all (7.3 drops __submit_bio's per-bio plug): inserted into mq-deadline and
-    # dispatched by kblockd once dd stops, the pieces of a read merged (was 0.186)
-    "7.3.4+deb13-amd64/q1_r5_d4_c64_dd1M": 0.938,
+    # dispatched by kblockd once dd stops, the pieces of a read merged (was 0.186); + where
+    # the worker got dd's CPU at a tick inside a read, read from its D (was 0.938)
+    "7.3.4+deb13-amd64/q1_r5_d4_c64_dd1M": 1.000,
 }
 TOL = 0.0005  # the table's rounding (0.1 %) / 2
 
