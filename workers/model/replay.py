@@ -98,6 +98,8 @@ from workers.model.trace_plugs import (
 #: Heap event: the next bio of a unit interleaved with other threads' bios (see
 #: :func:`_units_interleave`).
 EV_BIO = 2
+#: a thread's plug whose flush the trace shows later than its last bio (it slept: UT)
+EV_PLUG_SLEEP = 5
 
 #: Bytes of a page: the run of memory one bvec holds when no two pages of a buffer are adjacent.
 PAGE_BYTES = 4096
@@ -694,6 +696,13 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             eng.r5_wakes.discard(t)
             eng.raid5_unplug()
             continue
+        if kind == EV_PLUG_SLEEP:
+            eng.now = max(eng.now, t)
+            saved_plug, eng.plug = eng.plug, payload
+            payload.flush(True)
+            eng.plug = saved_plug
+            eng.run_deferred()
+            continue
         if kind == EV_RAID5D_END:
             eng.now = max(eng.now, t)
             eng.end_raid5d_session(payload)
@@ -760,7 +769,15 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             continue
         unit.submitted = True
         if plug_obj is not None:
-            plug_obj.flush(False)
+            nap = _sleep_after(sleeps.get(th.pid), time_l[rows[-1]],
+                               th.units[ui + 1][0] if ui + 1 < len(th.units) else None)
+            if nap is not None and nap > eng.now and not th.sync:
+                # the thread kept its plug until it slept (UT): blk_flush_plug from
+                # sched_submit_work, the requests inserted and run by kblockd then
+                eng.hseq += 1
+                heapq.heappush(uheap, (nap, eng.hseq, EV_PLUG_SLEEP, plug_obj))
+            else:
+                plug_obj.flush(False)
         eng.plug = None
         eng.no_plug = False
         # the thread is done submitting (it waits for its I/O, or its next unit is due
@@ -789,6 +806,18 @@ def bio_by_bio(pid: npt.ArrayLike, plug: npt.ArrayLike, depth: int, stack: Stack
     (``release_stripe_plug``), which the replay keeps per unit, not per bio."""
     return depth == 0 and not any(nd.kind in RAID456 for nd in stack.nodes()) \
         and _units_interleave(pid, plug)
+
+
+def _sleep_after(times: npt.NDArray[np.int64] | None, last: int, nxt: int | None
+                 ) -> int | None:
+    """The thread's first sleep (trace UT time) after its unit's last bio and before its next
+    unit's first, if the trace shows one: the plug is flushed from schedule then."""
+    if times is None or not len(times):
+        return None
+    a = int(np.searchsorted(times, last, side="left"))
+    if a < len(times) and (nxt is None or int(times[a]) <= nxt):
+        return int(times[a])
+    return None
 
 
 def _naps_within(times: npt.NDArray[np.int64] | None, first: int, last: int
