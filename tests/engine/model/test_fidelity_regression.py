@@ -49,6 +49,10 @@ CALIBRATION = {
     # no plug at all with 128 KiB pieces (was 0.508: replayed as direct issue by dd), and
     # kblockd's worker getting dd's CPU at a tick inside one read, read from its D (0.989)
     "7.3.4+deb13-amd64/q1_r5_d3_c128_dd512k": 1.000,
+    # buffered writeback through raid5 by the flusher and sync at once: stripes on the plug of
+    # the thread that took them, raid5d's handlings and plug sessions read from the trace,
+    # stripe batches of full rows, a late block left for the next handling (was 0.694)
+    "6.12.117+deb13-amd64/r5_d5_c128_writeback_24M": 0.905,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
