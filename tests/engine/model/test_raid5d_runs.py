@@ -1,0 +1,261 @@
+"""raid5 writes replayed with raid5d's work read from the trace (workers/model/raid5d_runs.py).
+
+md raid5 writes reach the members from raid5d, not from the writer: ``release_stripe_plug``
+keeps a stripe_head on the plug of the thread that took it first (STRIPE_ON_UNPLUG_LIST),
+``raid5_unplug`` releases that thread's stripes to the handle list, and raid5d handles them
+(``handle_active_stripes``) under its own plug when it gets the CPU. The trace shows when
+that was (raid5d's member bios: an A from the array and a Q with raid5d's pid), which rows
+each handling touched and where raid5d's plug sessions ended (its U / UT on the members).
+Full-stripe writes of consecutive rows in a chunk go as one batch
+(``stripe_add_to_batch_list``), written member by member (``ops_run_io``).
+
+The tables here are synthetic: md0 (9,0) on raid5 4 x chunk (``stack_from_spec``: members
+sda..sdd, 8,0 8,16 8,32 8,48), left-symmetric, so stripe 0 has data on members 0, 1, 2
+and the parity on member 3; raid5d is pid 50.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from workers.events import (
+    ACT_GETRQ,
+    ACT_ISSUE,
+    ACT_QUEUE,
+    ACT_REMAP,
+    ACT_UNPLUG_IO,
+    ACT_UNPLUG_TIMER,
+    RWBS_FLUSH,
+    RWBS_FUA,
+    RWBS_META,
+    RWBS_NONE,
+    RWBS_READ,
+    RWBS_SYNC,
+    RWBS_WRITE,
+    EventTable,
+    make_dev,
+)
+from workers.model import BioStream, preset_for_kernel, replay
+from workers.model.raid5d_runs import raid5d_runs
+from workers.model.replay import bios_from_table, md_metadata_rows
+from workers.model.stack import stack_from_spec
+
+MD = make_dev(9, 0)
+MEMBERS = [make_dev(8, 16 * i) for i in range(4)]
+RAID5D = 50
+
+Event = tuple[int, int, int, int, int, int, int, int]
+
+
+def _table(events: list[Event]) -> EventTable:
+    """events: (time, pid, dev, action, sector, nr_sectors, rwbs, aux2), any order."""
+    events = sorted(events, key=lambda e: e[0])
+    t, pid, dev, act, sec, nr, rw, aux2 = (np.array(c, dtype=np.int64)
+                                          for c in zip(*events, strict=True))
+    table = EventTable.from_columns(time_ns=t, dev=dev, action=act, sector=sec, nr_sectors=nr,
+                                    pid=pid, rwbs=rw, aux2=aux2)
+    table.meta["format"] = "blktrace"
+    return table
+
+
+def _q(t: int, pid: int, sector: int, nr: int = 8, rwbs: int = RWBS_WRITE) -> list[Event]:
+    """A writer's bio on md0."""
+    return [(t, pid, MD, ACT_QUEUE, sector, nr, rwbs, 0)]
+
+
+def _u(t: int, pid: int, dev: int = MD, act: int = ACT_UNPLUG_IO) -> list[Event]:
+    return [(t, pid, dev, act, 0, 0, RWBS_NONE, 0)]
+
+
+def _r5d(t: int, member: int, msec: int, *, read: bool = False, getrq: bool = True,
+         pid: int = RAID5D) -> list[Event]:
+    """A 4 KiB member bio of raid5d (or of ``pid``): A from md0, Q, and G when it got a new
+    request (none: it merged in the plug)."""
+    rw = RWBS_READ if read else RWBS_WRITE | RWBS_SYNC
+    dev = MEMBERS[member]
+    ev = [(t, pid, dev, ACT_REMAP, msec, 8, rw, MD), (t + 1, pid, dev, ACT_QUEUE, msec, 8, rw, 0)]
+    if getrq:
+        ev.append((t + 2, pid, dev, ACT_GETRQ, msec, 8, rw, 0))
+    return ev
+
+
+def _replay(events: list[Event], spec: str = "raid5:disks=4,chunk=64k") -> EventTable:
+    stack = stack_from_spec(spec)
+    bios = bios_from_table(_table(events), MD, stack=stack)
+    return replay(bios, stack, preset_for_kernel("6.1"), engine="python")
+
+
+def _member(out: EventTable, action: int) -> list[tuple[int, int, int, int, int]]:
+    """(time, member index, sector, nr_sectors, rwbs) of one action on the members."""
+    idx = np.flatnonzero((out.action == action) & (out.dev != MD))
+    return [(int(out.time_ns[i]), MEMBERS.index(int(out.dev[i])), int(out.sector[i]),
+             int(out.nr_sectors[i]), int(out.rwbs[i])) for i in idx]
+
+
+def _reads(out: EventTable) -> list[tuple[int, int, int, int, int]]:
+    return [d for d in _member(out, ACT_ISSUE) if d[4] & RWBS_READ and not d[4] & RWBS_WRITE]
+
+
+# --- raid5d_runs: handlings, masks, plug sessions -------------------------------------------------
+def _raid5d_trace() -> list[Event]:
+    """A writer (pid 1) at t=50 and raid5d's work on rows 0, 8 and 16 in three plug
+    sessions."""
+    ev = _q(50, 1, 0) + _u(55, 1)
+    # the writer's own chunk-aligned read: remapped by its submitter, not raid5d's
+    ev += _q(60, 1, 128, rwbs=RWBS_READ) + _r5d(61, 1, 0, read=True, pid=1)
+    # session 1: row 0 reconstruct-write (a read of member 2, then writes of the parity and
+    # members 1 and 0: writes after reads are a new handling, ops_run_io once they are back)
+    ev += _r5d(100, 2, 0, read=True)
+    # blk_add_rq_to_plug flushing the plug as the new request (G) joins it: no session end
+    ev += _u(120, RAID5D, MEMBERS[2])
+    ev += _r5d(200, 3, 0) + _r5d(205, 1, 0) + _r5d(210, 0, 0)
+    ev += _r5d(220, 0, 8, getrq=False)  # row 8: merged into member 0's request
+    # blk_finish_plug: U after a Q ends the session (a second U is the same flush)
+    ev += _u(230, RAID5D, MEMBERS[3]) + _u(231, RAID5D, MEMBERS[0])
+    # session 2: row 0 again (member 0 comes again: a new handling); a flush for a new
+    # request, then a UT (raid5d slept with its plug): that ends the session
+    ev += _r5d(300, 0, 0) + _r5d(310, 1, 0)
+    ev += _u(315, RAID5D, MEMBERS[0]) + _u(320, RAID5D, MEMBERS[1], ACT_UNPLUG_TIMER)
+    # session 3: row 16 on member 2, merged (no G), then blk_finish_plug
+    ev += _r5d(400, 2, 16, getrq=False) + _u(410, RAID5D, MEMBERS[2])
+    return ev
+
+
+def test_raid5d_runs_reads_handlings_and_their_members():
+    table = _table(_raid5d_trace())
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 50)
+    assert runs is not None
+    # a handling starts at its first Q (t + 1 in _r5d; times since t0 = 50). Row 0: the read
+    # (100), the writes after it (200), member 0 again (300); rows 8 and 16 alone; the
+    # writer's own remapped read (61) is not raid5d's
+    assert runs.rows == {0: [51, 151, 251], 8: [171], 16: [351]}
+    assert runs.writes == {0: [0, 0b1011, 0b0011], 8: [0b0001], 16: [0b0100]}
+    assert runs.reads == {0: [0b0100, 0, 0], 8: [0], 16: [0]}
+
+
+def test_raid5d_sessions_end_at_its_finish_plug_not_at_a_flush_of_a_new_request():
+    """A U right after raid5d's own G is ``blk_add_rq_to_plug`` flushing the plug for the new
+    request, inside the session; a U after a Q is ``blk_finish_plug``; a UT (from schedule)
+    always ends the session."""
+    table = _table(_raid5d_trace())
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 50)
+    assert runs is not None
+    assert runs.session_start == [51, 251, 351]
+    assert runs.session_end == [180, 270, 360]
+
+
+def test_raid5d_runs_need_a_raid456_top_and_raid5d_s_bios():
+    table = _table(_raid5d_trace())
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    assert raid5d_runs(table, q, stack_from_spec("raid0:disks=4,chunk=64k"), 50) is None
+    assert raid5d_runs(table, q, None, 50) is None
+    writer_only = _table(_q(50, 1, 128, rwbs=RWBS_READ) + _r5d(61, 1, 0, read=True, pid=1))
+    q = np.flatnonzero((writer_only.action == ACT_QUEUE) & (writer_only.dev == MD))
+    assert raid5d_runs(writer_only, q, stack_from_spec("raid5:disks=4,chunk=64k"), 50) is None
+
+
+# --- the replay -----------------------------------------------------------------------------------
+def test_a_stripe_waits_for_the_plug_of_the_thread_that_took_it():
+    """release_stripe_plug: thread 1 takes row 0 (member 0's block) and keeps its plug until
+    it has written the row's other blocks, a millisecond later. Thread 2 writes row 64 whole
+    and unplugs meanwhile; raid5d handles row 64 then (the trace shows it). Thread 2's
+    raid5_unplug releases only its own stripe: row 0 waits for thread 1's unplug and is
+    written whole, with no reads."""
+    ev = _q(0, 1, 0) + _q(1_000_000, 1, 128) + _q(1_000_001, 1, 256) + _u(1_000_010, 1)
+    ev += _q(10, 2, 64) + _q(11, 2, 192) + _q(12, 2, 320) + _u(20, 2)
+    for k, m in enumerate([3, 2, 1, 0]):
+        ev += _r5d(30 + 10 * k, m, 64)
+    ev += _u(80, RAID5D, MEMBERS[0])
+    out = _replay(ev)
+    q = _member(out, ACT_QUEUE)
+    row64 = [t for t, _m, s, _n, _r in q if s == 64]
+    row0 = [t for t, _m, s, _n, _r in q if s == 0]
+    # thread 2's row goes while thread 1 still holds its plug (threads replayed bio by bio)
+    assert len(row64) == 4 and max(row64) < 1_000_000
+    # thread 1's row: one full-stripe write after its last bio
+    assert not _reads(out)
+    assert len(row0) == 4 and min(row0) > 1_000_000
+
+
+def test_a_released_row_takes_later_writes_until_raid5d_gets_to_it():
+    """The writer unplugs after member 0's block of row 0 (raid5_unplug releases it), then
+    writes the row's other blocks a millisecond later; the trace shows raid5d handling the
+    row only after that, writing every member. The row is written whole when raid5d gets
+    to it (EV_RAID5D at the trace's time), not read-modify-written at the first unplug."""
+    ev = _q(0, 1, 0) + _u(10, 1) + _q(1_000_000, 1, 128) + _q(1_000_001, 1, 256)
+    ev += _u(1_000_010, 1)
+    for k, m in enumerate([3, 2, 1, 0]):
+        ev += _r5d(2_000_000 + 10 * k, m, 0)
+    ev += _u(2_000_100, RAID5D, MEMBERS[0])
+    out = _replay(ev)
+    assert not _reads(out)
+    q = _member(out, ACT_QUEUE)
+    assert sorted(m for _t, m, _s, _n, _r in q) == [0, 1, 2, 3]
+    assert min(t for t, *_ in q) >= 2_000_000
+
+
+def _full_rows(chunks: int, chunk_sectors: int) -> list[Event]:
+    """Whole chunks written in chunk order by one thread in one plug."""
+    ev: list[Event] = []
+    for d in range(chunks):
+        ev += _q(d, 1, chunk_sectors * d, nr=chunk_sectors)
+    return ev + _u(10, 1)
+
+
+def test_a_chunk_of_full_stripe_writes_goes_as_a_batch_member_by_member():
+    """stripe_add_to_batch_list: the full-stripe writes of a chunk's rows form one batch, and
+    ops_run_io writes it member by member (last member first), so each member's blocks of the
+    batch merge into one request. blk_add_rq_to_plug sends that request out when the next
+    member's first request joins raid5d's plug (G) once it holds BLK_PLUG_FLUSH_SIZE
+    (128 KiB): with 128 KiB chunks every member gets one request per batch, dispatched before
+    the next member's second bio is queued."""
+    out = _replay(_full_rows(6, 256), "raid5:disks=4,chunk=128k")  # two stripes, two batches
+    assert not _reads(out)
+    d = _member(out, ACT_ISSUE)
+    assert [(m, s, n) for _t, m, s, n, _r in d] == [
+        (3, 0, 256), (2, 0, 256), (1, 0, 256), (0, 0, 256),
+        (3, 256, 256), (2, 256, 256), (1, 256, 256), (0, 256, 256)]
+    q = _member(out, ACT_QUEUE)
+    for (t, m, s, _n, _r), nxt in zip(d, d[1:]):
+        later = sorted(tq for tq, mq, sq, _nq, _rq in q
+                       if (mq, sq // 256) == (nxt[1], nxt[2] // 256))
+        assert later[0] < t < later[1], f"member {m} at {s}: not cut by the next member's G"
+
+
+def test_a_batch_under_the_plug_flush_size_is_not_cut():
+    """64 KiB chunks: no member's request of a batch reaches BLK_PLUG_FLUSH_SIZE, the plug
+    holds both batches and merges each member's blocks of both into one request."""
+    out = _replay(_full_rows(6, 128), "raid5:disks=4,chunk=64k")
+    d = _member(out, ACT_ISSUE)
+    assert sorted((m, s, n) for _t, m, s, n, _r in d) == [(m, 0, 256) for m in range(4)]
+    q = _member(out, ACT_QUEUE)
+    assert max(t for t, *_ in q) <= min(t for t, *_ in d)
+
+
+# --- md's superblock update after writes ----------------------------------------------------------
+SB = RWBS_WRITE | RWBS_SYNC | RWBS_META | RWBS_FLUSH | RWBS_FUA
+
+
+def test_a_superblock_update_after_a_write_reached_the_members_follows_that_write():
+    """md_write_start marks a clean array dirty before the write goes on; an update after the
+    write's member I/O (A from md0 before it) is the array marked clean after safe_mode_delay,
+    so it goes after the predicted events of the bios before it, not before the write."""
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    members = [m.dev for m in stack.top.members]
+    meta = np.array([[1000] * 4, members, [8] * 4, [1] * 4, [SB] * 4], dtype=np.int64)
+    bios = BioStream.from_arrays([0, 2048], [8, 8], rwbs=RWBS_WRITE, time_ns=[100, 5000])
+    cols = np.zeros((9, 3), np.int64)
+    cols[0] = [100, 300, 400]  # the predicted events of the first write
+
+    def first_at(remaps: list[int] | None) -> int:
+        b = bios if remaps is None else dataclasses.replace(
+            bios, meta={"top_remaps": np.array(remaps, np.int64)})
+        return int(md_metadata_rows(meta, b, stack, cols)[0].min())
+
+    assert first_at([200]) == 401  # the write reached the members at 200: after it
+    assert first_at([1200]) == 100  # its I/O only after the update: md_write_start waited
+    assert first_at(None) == 100
