@@ -259,3 +259,56 @@ def test_a_superblock_update_after_a_write_reached_the_members_follows_that_writ
     assert first_at([200]) == 401  # the write reached the members at 200: after it
     assert first_at([1200]) == 100  # its I/O only after the update: md_write_start waited
     assert first_at(None) == 100
+
+
+# --- raid5d's plug sessions, late blocks, a write joining a reading stripe ------------------------
+def test_raid5d_s_plug_holds_a_traced_session_s_handlings_together():
+    """raid5d's plug (blk_start_plug .. blk_finish_plug around its loop) stays open for the
+    session the trace shows: rows 0 and 8, written whole a millisecond apart and handled
+    inside one session, reach each member as one request when the session ends."""
+    ev = _q(0, 1, 0) + _q(1, 1, 128) + _q(2, 1, 256) + _u(10, 1)
+    ev += _q(1_000_000, 1, 8) + _q(1_000_001, 1, 136) + _q(1_000_002, 1, 264)
+    ev += _u(1_000_010, 1)
+    for k, m in enumerate([3, 2, 1, 0]):
+        ev += _r5d(20 + 10 * k, m, 0)
+    for k, m in enumerate([3, 2, 1, 0]):
+        ev += _r5d(1_000_020 + 10 * k, m, 8, getrq=False)
+    for k in range(4):
+        ev += _u(1_100_000 + k, RAID5D, MEMBERS[3 - k])
+    out = _replay(ev)
+    d = _member(out, ACT_ISSUE)
+    assert sorted((m, s, n) for _t, m, s, n, _r in d) == [(m, 0, 16) for m in range(4)]
+    assert min(t for t, *_ in d) >= 1_100_000
+
+
+def test_a_block_the_traced_handling_did_not_hold_waits_for_the_next():
+    """Members 0 and 1 of row 0 are written in one plug, but raid5d's first handling of the
+    row read only member 0 and the parity (a read-modify-write of member 0's block) and wrote
+    those two; member 1 was written with the parity in a later handling: its block came while
+    handle_stripe was at work. The replay splits it off to that handling: the parity is
+    written twice, member 1 after member 0."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0, rwbs=w) + _q(5, 1, 128, rwbs=w) + _u(10, 1)
+    ev += _r5d(20, 3, 0, read=True) + _r5d(30, 0, 0, read=True)
+    ev += _r5d(100_000, 3, 0) + _r5d(100_010, 0, 0)
+    ev += _r5d(300_000, 3, 0) + _r5d(300_010, 1, 0)
+    out = _replay(ev)
+    writes = [(t, m) for t, m, _s, _n, r in _member(out, ACT_QUEUE) if r & RWBS_WRITE]
+    assert sorted(m for _t, m in writes) == [0, 1, 3, 3]
+    t_of = {m: t for t, m in writes}
+    assert t_of[1] > t_of[0]
+    assert t_of[1] >= 300_000
+
+
+def test_a_write_to_a_row_still_reading_joins_its_write_phase():
+    """add_stripe_bio on a stripe_head reading for an earlier write: member 1's block, written
+    while row 0 reads for member 0's block, is written with it after the reads, the parity
+    once; it does not get a stripe of its own (reads and a parity write again)."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0, rwbs=w) + _u(10, 1) + _q(20_000, 1, 128, rwbs=w) + _u(20_010, 1)
+    out = _replay(ev)
+    q = _member(out, ACT_QUEUE)
+    writes = sorted(m for _t, m, _s, _n, r in q if r & RWBS_WRITE)
+    reads = [t for t, _m, _s, _n, r in q if not r & RWBS_WRITE]
+    assert writes == [0, 1, 3]
+    assert len(reads) == 2 and max(reads) < 20_000
