@@ -12,14 +12,17 @@ time (the parity is computed in ``ops_run_reconstruct5`` on the CPU that runs ra
 emulation or a busy machine it lags by many milliseconds), not of any queue limit, so the
 model does not invent it: the trace says it. Every member bio raid5d submits is a Q (after
 an A from the array) with raid5d's pid, and raid5d's plug ends with a U (or UT when it
-slept) on each member it handed requests to. The U events cut raid5d's bios into runs; a row's
-runs are when raid5d handled it (a read run for its reads, a later run for its writes).
+slept) on each member it handed requests to. A row's bios are cut into handlings (a new one
+where the row changes, a member comes again, or writes follow reads: a read handling for its
+reads, a later one for its writes); the U events cut raid5d's plug sessions.
 
 :func:`raid5d_runs` returns, per stripe row of the top array (member sector
-without ``data_offset``, a multiple of ``STRIPE_SECTORS``), the start times of the runs that
-touched it. The replay (:meth:`workers.model.submit.Engine.raid5_unplug`) handles a released
-row, and writes a row whose reads are back, no earlier than raid5d's next run of that row
-at or after the model's clock; rows without such evidence are handled at once, as before.
+without ``data_offset``, a multiple of ``STRIPE_SECTORS``), the start times of the handlings
+that touched it and the members each wrote and read, and raid5d's plug sessions. The replay
+(:meth:`workers.model.submit.Engine.raid5_unplug`) handles a released row, and writes a row
+whose reads are back, no earlier than raid5d's next handling of that row at or after the
+model's clock, with the data blocks that handling held (a later block waits for the next);
+rows without such evidence are handled at once, as before.
 """
 
 from __future__ import annotations

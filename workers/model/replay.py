@@ -803,7 +803,9 @@ def bio_by_bio(pid: npt.ArrayLike, plug: npt.ArrayLike, depth: int, stack: Stack
     """The replay submits bio by bio (each thread keeping its plug between its bios): threads
     replayed at the trace's times (depth 0) whose units overlap (:func:`_units_interleave`),
     except on raid4/5/6 stacks: the stripes a thread's bios touch wait on that thread's plug
-    (``release_stripe_plug``), which the replay keeps per unit, not per bio."""
+    (``release_stripe_plug``), which the replay keeps per unit, not per bio. (:func:`replay`
+    goes bio by bio on those too when the trace shows raid5d's work, ``meta["raid5d_runs"]``:
+    each stripe then waits for the plug of the thread that took it, ``R5Stripe.owner``.)"""
     return depth == 0 and not any(nd.kind in RAID456 for nd in stack.nodes()) \
         and _units_interleave(pid, plug)
 

@@ -21,8 +21,11 @@ device queues, the event recorder) and implements, in kernel order:
 
 Raid5 writes follow md's stripe cache (drivers/md/raid5.c): ``raid5_make_request`` adds each
 4 KiB row of the bio to its ``stripe_head`` (``add_stripe_bio``; a block is R5_OVERWRITE when
-the row covers it whole); the stripes wait on the submitter's plug (``release_stripe_plug``)
-and are handled when it is finished (``raid5_unplug``), by ``handle_stripe_dirtying``:
+the row covers it whole); a stripe waits on the plug of the thread that took it first
+(``release_stripe_plug``, STRIPE_ON_UNPLUG_LIST: ``R5Stripe.owner``) until that thread's
+``raid5_unplug`` releases it, and raid5d handles a released row no earlier than the trace
+shows it handling the row (:mod:`workers.model.raid5d_runs`: ``Engine._raid5d_due``, under
+raid5d's plug for the traced session, ``Engine._raid5d_plug``). ``handle_stripe_dirtying``:
 a full-stripe write reads nothing, else read-modify-write (read the blocks being written and
 the parity) when it needs fewer reads than reconstruct-write (read the data blocks not
 overwritten), ties going to reconstruct-write (``rmw_level`` PARITY_ENABLE_RMW). When the
@@ -33,7 +36,14 @@ each stripe's reads and writes enter raid5d's plug in descending member order. A
 keeps its pages after its I/O: the stripe cache (:class:`R5Cache`, ``stripe_cache_size`` rows,
 LRU per hash list) remembers which member blocks are up to date, and a later write or degraded
 read of the same row reads only what is not (``handle_stripe_dirtying`` counts only blocks
-that are not ``R5_UPTODATE``; ``fetch_block`` skips them).
+that are not ``R5_UPTODATE``; ``fetch_block`` skips them). Full-stripe writes of consecutive
+rows in one chunk form a batch (``stripe_add_to_batch_list``, ``stripe_can_batch``:
+``is_full_stripe_write``) that ``ops_run_io`` writes member by member: a member's blocks of
+the batch merge into one request, which ``blk_add_rq_to_plug`` sends out when the next
+member's first request joins raid5d's plug (BLK_PLUG_FLUSH_SIZE), so batching changes the I/O
+(``Engine._batch_writes``). A block the trace's handling of a row did
+not hold waits for the row's next handling (``Engine._defer_late_blocks``), and a write to a
+row still reading for an earlier write joins that stripe (``Engine.r5_reading``).
 """
 
 from __future__ import annotations
