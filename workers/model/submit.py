@@ -828,6 +828,10 @@ class Engine:
         s = msec - msec % STRIPE_SECTORS
         while s < end:
             key = (node.dev, s)
+            lo, hi = max(s, msec), min(s + STRIPE_SECTORS, end)
+            mask = ((1 << (hi - lo)) - 1) << (lo - s)
+            if write:
+                self._refuse_overlap(key, disk, mask)
             sh = self.r5_pending.get(key)
             if sh is None and write:
                 # add_stripe_bio on a stripe_head still reading for an earlier write: the
@@ -849,8 +853,6 @@ class Engine:
             if write and bio.rwbs & RWBS_SYNC:
                 sh.preread = True  # make_stripe_request: REQ_SYNC sets STRIPE_PREREAD_ACTIVE
             if write:
-                lo, hi = max(s, msec), min(s + STRIPE_SECTORS, end)
-                mask = ((1 << (hi - lo)) - 1) << (lo - s)
                 sh.written[disk] = sh.written.get(disk, 0) | mask
                 sh.array_sector[disk] = bio.sector + (s - msec)
                 sh.opf.setdefault(disk, bio.rwbs)
@@ -870,6 +872,34 @@ class Engine:
                 if write:
                     sh.block_pieces.setdefault(disk, []).append((piece, unit))
             s += STRIPE_SECTORS
+
+    def _refuse_overlap(self, key: tuple[int, int], disk: int, mask: int) -> None:
+        """``add_stripe_bio`` refuses a write that overlaps a block the row's stripe_head
+        still has to write (``R5_Overlap``): the writer wakes raid5d and sleeps until the row
+        is handled, then tries again. A row waiting to be handled (on a plug, released or
+        delayed) is handled now; a row reading for an earlier write is not joined (the new
+        write gets the row's next stripe_head). Two writes of the same sectors are never
+        folded into one."""
+        reading = self.r5_reading.get(key)
+        if reading is not None and reading.written.get(disk, 0) & mask:
+            del self.r5_reading[key]  # left to finish; later writes start a new stripe
+        sh = self.r5_pending.get(key)
+        waiting = self.r5_pending
+        if sh is None:
+            sh = self.r5_delayed.get(key)
+            waiting = self.r5_delayed
+        if sh is None or not sh.written.get(disk, 0) & mask:
+            return
+        del waiting[key]
+        sh.owner = None
+        sh.due = -1
+        sh.due_mask = 0
+        saved, self.plug = self.plug, self._raid5d_plug()
+        sh.preread = True
+        self._handle_stripe(sh)
+        if self.r5_session is None or self.r5_session[1] is not self.plug:
+            self.plug.flush(False)
+        self.plug = saved
 
     def raid5_unplug(self, pid: int | None = None) -> None:
         """``raid5_unplug`` of thread ``pid``'s plug, then raid5d: handle the stripes that
