@@ -698,10 +698,12 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             continue
         if kind == EV_PLUG_SLEEP:
             eng.now = max(eng.now, t)
-            saved_plug, eng.plug = eng.plug, payload
-            payload.flush(True)
+            slept, sleeper = payload
+            saved_plug, eng.plug = eng.plug, slept
+            slept.flush(True)
             eng.plug = saved_plug
             eng.run_deferred()
+            eng.raid5_unplug(sleeper)  # raid5_unplug(from_schedule): the plug's callback
             continue
         if kind == EV_RAID5D_END:
             eng.now = max(eng.now, t)
@@ -775,15 +777,17 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
                 # the thread kept its plug until it slept (UT): blk_flush_plug from
                 # sched_submit_work, the requests inserted and run by kblockd then
                 eng.hseq += 1
-                heapq.heappush(uheap, (nap, eng.hseq, EV_PLUG_SLEEP, plug_obj))
+                heapq.heappush(uheap, (nap, eng.hseq, EV_PLUG_SLEEP, (plug_obj, th.pid)))
             else:
                 plug_obj.flush(False)
+                nap = None
         eng.plug = None
         eng.no_plug = False
         # the thread is done submitting (it waits for its I/O, or its next unit is due
         # later): kblockd runs the hardware queues it was asked to (Engine.run_deferred)
         eng.run_deferred()
-        eng.raid5_unplug(th.pid)
+        if plug_obj is None or nap is None or nap <= eng.now or th.sync:
+            eng.raid5_unplug(th.pid)  # else with the plug's flush at the sleep (its callback)
         if unit.outstanding == 0:
             unit_done(unit, eng.now)
         if progress is not None:

@@ -312,3 +312,18 @@ def test_a_write_to_a_row_still_reading_joins_its_write_phase():
     reads = [t for t, _m, _s, _n, r in q if not r & RWBS_WRITE]
     assert writes == [0, 1, 3]
     assert len(reads) == 2 and max(reads) < 20_000
+
+
+def test_a_writer_s_stripes_go_to_raid5d_when_its_plug_is_flushed_at_its_sleep():
+    """raid5_unplug is a callback of the writer's plug: where the trace shows the writer
+    keeping its plug until it sleeps (UT at 1 ms), its rows are released then, not at its
+    last bio; a second writer fills the row meanwhile, so it is written whole, no reads."""
+    ev = _q(0, 1, 0) + [(10, 1, MEMBERS[1], ACT_GETRQ, 4096, 8, RWBS_READ, 0)]
+    ev += _u(1_000_000, 1, act=ACT_UNPLUG_TIMER)
+    ev += _q(500_000, 2, 128) + _q(500_001, 2, 256) + _u(500_010, 2)
+    out = _replay(ev)
+    assert _reads(out) == []
+    writes = _member(out, ACT_ISSUE)
+    assert sorted((m, s, n) for _, m, s, n, _ in writes) == \
+        [(0, 0, 8), (1, 0, 8), (2, 0, 8), (3, 0, 8)]
+    assert min(t for t, *_ in writes) >= 1_000_000
