@@ -300,9 +300,11 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
             mm = mm[:5]
         meta["md_meta"] = mm
         if stack is not None and stack.top.kind != "loop":
-            # when the members got the top device's own I/O (A from the top): a write that
-            # went on before a superblock update was not waiting for it (md_metadata_rows)
-            ra = (table.action == ACT_REMAP) & (table.aux2.astype(np.int64) == top_dev)
+            # when the members got the top device's own writes (A from the top): a write
+            # that went on before a superblock update was not waiting for it
+            # (md_metadata_rows)
+            ra = (table.action == ACT_REMAP) & (table.aux2.astype(np.int64) == top_dev) \
+                & ((table.rwbs & RWBS_WRITE) != 0)
             meta["top_remaps"] = np.sort(table.time_ns[ra].astype(np.int64)) - t0
     return BioStream(time_ns=t - (t.min() if n else 0), sector=table.sector[rows].astype(np.int64),
                      nr_sectors=table.nr_sectors[rows].astype(np.int64),

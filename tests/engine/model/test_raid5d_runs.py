@@ -261,6 +261,17 @@ def test_a_superblock_update_after_a_write_reached_the_members_follows_that_writ
     assert first_at(None) == 100
 
 
+def test_only_the_top_device_s_writes_reaching_the_members_count_for_the_superblock_rule():
+    """A read's remap (chunk_aligned_read) says nothing about md_write_start: the times kept
+    are those of the writes' member I/O."""
+    ev = _q(100, 1, 0) + _q(150, 1, 128, rwbs=RWBS_READ) + _r5d(200, 1, 0, read=True, pid=1)
+    ev += [(1000, 60, MEMBERS[0], ACT_QUEUE, 8, 1, SB, 0)]  # md's superblock write
+    ev += _r5d(1200, 0, 0)
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    bios = bios_from_table(_table(ev), MD, stack=stack)
+    assert bios.meta["top_remaps"].tolist() == [1200 - 100]
+
+
 # --- raid5d's plug sessions, late blocks, a write joining a reading stripe ------------------------
 def test_raid5d_s_plug_holds_a_traced_session_s_handlings_together():
     """raid5d's plug (blk_start_plug .. blk_finish_plug around its loop) stays open for the
