@@ -174,8 +174,10 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
                 start = t[k]
             start_of[i] = start
         prev = ak
-    if start >= 0:
+    if start >= 0 and sessions:
         sessions.append((start, t[-1]))
+    # no U/UT of raid5d at all (a trace without unplug events): its plug sessions are unknown,
+    # not one session from the first bio to the last
     return np.array([start_of[i] for i in q.tolist()], dtype=np.int64), sessions
 
 

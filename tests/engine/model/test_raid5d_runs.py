@@ -338,3 +338,14 @@ def test_a_writer_s_stripes_go_to_raid5d_when_its_plug_is_flushed_at_its_sleep()
     assert sorted((m, s, n) for _, m, s, n, _ in writes) == \
         [(0, 0, 8), (1, 0, 8), (2, 0, 8), (3, 0, 8)]
     assert min(t for t, *_ in writes) >= 1_000_000
+
+
+def test_without_raid5d_unplug_events_no_plug_session_is_invented():
+    """A trace that records no U/UT (ftrace without block_unplug) says nothing of raid5d's
+    plug sessions: none is assumed (not one from its first bio to its last)."""
+    ev = [e for e in _raid5d_trace() if e[3] not in (ACT_UNPLUG_IO, ACT_UNPLUG_TIMER)]
+    table = _table(ev)
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 0)
+    assert runs is not None and runs.rows
+    assert runs.session_start == [] and runs.session_end == []
