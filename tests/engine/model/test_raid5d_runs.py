@@ -349,3 +349,25 @@ def test_without_raid5d_unplug_events_no_plug_session_is_invented():
     runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 0)
     assert runs is not None and runs.rows
     assert runs.session_start == [] and runs.session_end == []
+
+
+def test_raid5d_s_traced_times_are_not_used_for_a_thread_that_waits_for_its_io():
+    """A synchronous submitter (dd: depth 1) runs on the model's own clock, where the trace's
+    raid5d times mean nothing (a degraded array's reads were cut at traced session ends the
+    model's dd did not keep): its replay is the one without raid5d's runs."""
+    ev = _q(0, 1, 0) + _u(10, 1) + _q(1_000_000, 1, 128) + _q(1_000_001, 1, 256)
+    ev += _u(1_000_010, 1)
+    for k, m in enumerate([3, 2, 1, 0]):
+        ev += _r5d(2_000_000 + 10 * k, m, 0)
+    ev += _u(2_000_100, RAID5D, MEMBERS[0])
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    bios = dataclasses.replace(bios_from_table(_table(ev), MD, stack=stack), depth=1)
+    assert "raid5d_runs" in bios.meta
+    bare = dataclasses.replace(bios, meta={k: v for k, v in bios.meta.items()
+                                           if k != "raid5d_runs"})
+    pol = preset_for_kernel("6.1")
+
+    def issued(b: BioStream) -> list[tuple[int, int, int, int, int]]:
+        return _member(replay(b, stack, pol, engine="python"), ACT_ISSUE)
+
+    assert issued(bios) == issued(bare)
