@@ -1029,7 +1029,9 @@ class Engine:
         them before the handling, the trace's handling decides. Nothing is split off when
         the handling would be left with no data block."""
         parity = {sh.pd, sh.qd}
-        late = [i for i in sh.written if i not in parity and not (wrote >> i) & 1]
+        failed = set(sh.node.failed)  # a failed member's block is never written: not late
+        late = [i for i in sh.written
+                if i not in parity and i not in failed and not (wrote >> i) & 1]
         if not late or len(late) == len([i for i in sh.written if i not in parity]):
             return
         key = (sh.node.dev, sh.msec)
