@@ -1072,16 +1072,31 @@ class Engine:
             out.append(sh)
             if not self._full_stripe_write(sh):
                 continue
-            chunk = sh.node.chunk_sectors or STRIPE_SECTORS
-            first = min(i for i in range(len(sh.node.members)) if i != sh.pd and i != sh.qd)
+            last = sh
             nxt = self.r5_pending.get((sh.node.dev, sh.msec + STRIPE_SECTORS))
-            while nxt is not None and nxt.owner is None and nxt.msec % chunk and \
-                    id(nxt) not in taken and self._full_stripe_write(nxt) and \
-                    sh.opf.get(first) == nxt.opf.get(first):
+            while nxt is not None and nxt.owner is None and id(nxt) not in taken and \
+                    self._joins_batch(last, nxt):
                 taken.add(id(nxt))
                 out.append(nxt)
+                last = nxt
                 nxt = self.r5_pending.get((nxt.node.dev, nxt.msec + STRIPE_SECTORS))
         return out
+
+    @classmethod
+    def _joins_batch(cls, last: R5Stripe, sh: R5Stripe) -> bool:
+        """``stripe_add_to_batch_list``: ``sh`` joins the batch whose last row is ``last``:
+        the next row of the same array inside the same chunk ("Don't cross chunks, so stripe
+        pd_idx/qd_idx is the same"), both full-stripe writes (``stripe_can_batch``), and the
+        first data block written with the same flags (``bi_opf``)."""
+        node = sh.node
+        chunk = node.chunk_sectors or STRIPE_SECTORS
+        if last.node is not node or last.msec + STRIPE_SECTORS != sh.msec or \
+                not sh.msec % chunk:
+            return False
+        if not (cls._full_stripe_write(last) and cls._full_stripe_write(sh)):
+            return False
+        first = min(i for i in range(len(node.members)) if i != sh.pd and i != sh.qd)
+        return last.opf.get(first) == sh.opf.get(first)
 
     @staticmethod
     def _full_stripe_write(sh: R5Stripe) -> bool:
@@ -1101,21 +1116,11 @@ class Engine:
         whole batch at once (see :meth:`Engine._batch_writes`). ``full`` is in row order.
         """
         batches: list[list[R5Stripe]] = []
-        whole = (1 << STRIPE_SECTORS) - 1
-        open_batch = False  # the last batch may take the next row
         for sh in full:
-            node = sh.node
-            data = [i for i in range(len(node.members)) if i not in (sh.pd, sh.qd)]
-            ok = all(sh.written.get(i, 0) == whole for i in data)
-            if open_batch and ok:
-                last = batches[-1][-1]
-                chunk = node.chunk_sectors or STRIPE_SECTORS
-                if last.node is node and last.msec + STRIPE_SECTORS == sh.msec and \
-                        sh.msec % chunk and last.opf.get(data[0]) == sh.opf.get(data[0]):
-                    batches[-1].append(sh)
-                    continue
-            batches.append([sh])
-            open_batch = ok
+            if batches and Engine._joins_batch(batches[-1][-1], sh):
+                batches[-1].append(sh)
+            else:
+                batches.append([sh])
         return batches
 
     def _batch_writes(self, batch: list[R5Stripe]) -> None:
