@@ -23,7 +23,9 @@ and ``meta["model"]`` naming the policy, stack and seed. Deterministic for a giv
 
 from __future__ import annotations
 
+import functools
 import heapq
+import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -558,6 +560,11 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     """
     eng = Engine(stack, policy, record=record)
     runs = bios.meta.get("raid5d_runs")
+    if isinstance(runs, Raid5dRuns):
+        # which blocks raid5d read per row says nothing of time: kept at any depth
+        # (Engine._cached_before_trace)
+        eng.r5_read_any = {row: functools.reduce(operator.or_, masks, 0)
+                           for row, masks in runs.reads.items()}
     if bios.depth != 0:
         # raid5d's traced times are on the trace's clock: threads that wait for their I/O
         # (dd) run on the model's own clock, where those times mean nothing

@@ -382,6 +382,11 @@ class Engine:
         #: for each of those runs, the members it wrote and read (bits)
         self.r5_writes: dict[int, list[int]] = {}
         self.r5_reads: dict[int, list[int]] = {}
+        #: stripe row -> every member the trace shows raid5d reading for the row (bits), or
+        #: None without such a trace; clock-free, so kept at any depth (see
+        #: ``Engine._cached_before_trace``), and the rows the replay has handled since
+        self.r5_read_any: dict[int, int] | None = None
+        self.r5_seen: set[int] = set()
         #: stripes reading for a write (phase 1): later writes to the row join them
         self.r5_reading: dict[tuple[int, int], R5Stripe] = {}
         self.r5_wakes: set[int] = set()
@@ -1162,8 +1167,11 @@ class Engine:
         n = len(sh.node.members)
         failed = set(sh.node.failed)
         up = sh.uptodate
+        first = self._first_handling(sh)
         if not sh.written:  # a degraded read
             fetch = sorted(sh.wanted - failed - up, reverse=True)
+            if first:
+                fetch = self._cached_before_trace(sh, fetch)
             sh.phase = 3
             for i in fetch:
                 self._stripe_bio(sh, i, OP_READ, RWBS_READ)
@@ -1201,6 +1209,37 @@ class Engine:
         self.r5_reading[(sh.node.dev, sh.msec)] = sh
         for i in reads:
             self._stripe_bio(sh, i, OP_READ, RWBS_READ)
+
+    def _first_handling(self, sh: R5Stripe) -> bool:
+        """Whether this is the replay's first ``handle_stripe`` of the top array's row."""
+        if sh.node is not self.stack.top or sh.msec in self.r5_seen:
+            return False
+        self.r5_seen.add(sh.msec)
+        return True
+
+    def _cached_before_trace(self, sh: R5Stripe, fetch: list[int]) -> list[int]:
+        """The blocks of a degraded read's first handling that the stripe cache did not
+        already hold when the trace began.
+
+        A stripe_head outlives its I/O (``release_inactive_stripe_list`` keeps it on the
+        inactive list with its pages and their ``R5_UPTODATE`` bits), and a degraded array
+        sends *every* read through the stripe cache (``raid5_make_request`` calls
+        ``chunk_aligned_read`` only when ``mddev->degraded == 0``). So whatever read the array
+        before the trace, udev's blkid probe of a new array above all (``udev_wait`` after
+        ``mdadm --create``: a few pages at its start), left those rows' blocks up to date, and
+        ``handle_stripe_fill`` -> ``fetch_block`` / ``need_this_block`` skips an
+        ``R5_UPTODATE`` block: the first reads of those rows fetch only what the probe did not
+        (or, where the probe reconstructed a missing block, nothing of it again). The trace
+        says which: a block that raid5d never reads for the row in the whole trace was up to
+        date before it (a row read whole is not read again). The evidence is per row, not
+        per time, so it holds when a synchronous reader replays on the model's own clock.
+        """
+        read_any = self.r5_read_any
+        if read_any is None or not fetch:
+            return fetch
+        read = read_any.get(sh.msec, 0)
+        sh.uptodate.update(i for i in fetch if not (read >> i) & 1)
+        return [i for i in fetch if (read >> i) & 1]
 
     def _activate_delayed(self) -> None:
         """``raid5_activate_delayed`` + ``__get_priority_stripe``'s hold list: delayed rows

@@ -371,3 +371,32 @@ def test_raid5d_s_traced_times_are_not_used_for_a_thread_that_waits_for_its_io()
         return _member(replay(b, stack, pol, engine="python"), ACT_ISSUE)
 
     assert issued(bios) == issued(bare)
+
+
+def test_a_degraded_read_skips_the_blocks_the_stripe_cache_held_before_the_trace():
+    """A degraded array reads through the stripe cache (no ``chunk_aligned_read``), and a
+    stripe_head keeps its up-to-date pages after its I/O: rows that udev's blkid probe read
+    before the trace began are not read again (``fetch_block`` skips ``R5_UPTODATE``). The
+    trace shows it: raid5d never reads those blocks. Here member 3 is missing; the reader
+    (pid 1, a synchronous dd: depth 1, the model's own clock) reads chunk 0's rows 0..16 on
+    member 0 (raid5d reads rows 8 and 16 only: row 0 was cached) and row 128 of chunk 3,
+    which is on the missing member (reconstructed from members 0, 1 and 2: raid5d reads
+    members 0 and 2 only: member 1's block was cached)."""
+    ev = _q(0, 1, 0, 24, rwbs=RWBS_READ) + _u(5, 1)
+    ev += _r5d(100, 0, 8, read=True) + _r5d(110, 0, 16, read=True, getrq=False)
+    ev += _u(120, RAID5D, MEMBERS[0])
+    ev += _q(1_000, 1, 384, 8, rwbs=RWBS_READ) + _u(1_005, 1)
+    ev += _r5d(1_100, 2, 128, read=True) + _r5d(1_110, 0, 128, read=True)
+    ev += _u(1_120, RAID5D, MEMBERS[2]) + _u(1_121, RAID5D, MEMBERS[0])
+    stack = stack_from_spec("raid5:disks=4,chunk=64k,failed=3")
+    bios = dataclasses.replace(bios_from_table(_table(ev), MD, stack=stack), depth=1)
+    assert "raid5d_runs" in bios.meta
+    out = replay(bios, stack, preset_for_kernel("6.1"), engine="python")
+    got = sorted((m, s, n) for _, m, s, n, _ in _reads(out))
+    assert got == [(0, 8, 16), (0, 128, 8), (2, 128, 8)]
+    # without the trace's evidence (a workload) every wanted block is read
+    bare = dataclasses.replace(bios, meta={k: v for k, v in bios.meta.items()
+                                           if k != "raid5d_runs"})
+    out = replay(bare, stack, preset_for_kernel("6.1"), engine="python")
+    got = sorted((m, s, n) for _, m, s, n, _ in _reads(out))
+    assert got == [(0, 0, 24), (0, 128, 8), (1, 128, 8), (2, 128, 8)]
