@@ -182,8 +182,16 @@ def score_tables(observed: EventTable, predicted: EventTable, devices: Sequence[
 
 
 def score_capture(path: str | os.PathLike[str], *, mode: str = "auto",
-                  kernel: str | None = None) -> CaptureScore:
-    """Replay one capture and score it; a capture the model cannot take is a scored error."""
+                  kernel: str | None = None, against: str | os.PathLike[str] | None = None,
+                  real: bool = False) -> CaptureScore:
+    """Replay one capture and score it; a capture the model cannot take is a scored error.
+
+    ``against``: score against the D events of another capture of the same kernel and
+    workload (another run) instead of the capture's own: how well a replay of one run predicts
+    a run it has not seen. ``real`` (with ``against``): score the capture's own D events, not
+    the replay, against the other run's: the kernel's run-to-run agreement, the most any
+    prediction of "the next run" can be expected to reach on a workload whose threads race.
+    """
     from workers.model import (
         bios_from_table,
         kernel_version_warnings,
@@ -227,8 +235,13 @@ def score_capture(path: str | os.PathLike[str], *, mode: str = "auto",
         want = mode if mode != "auto" else (
             str((raw.get("fidelity") or {}).get("mode") or "")
             or ("distribution" if racing_threads(table, top) else "order"))
-        bios = bios_from_table(table, top, workload=work or None, stack=stack)
-        predicted = replay(bios, stack, preset_for_kernel(kern))
+        if real and against is not None:
+            predicted = table
+        else:
+            bios = bios_from_table(table, top, workload=work or None, stack=stack)
+            predicted = replay(bios, stack, preset_for_kernel(kern))
+        if against is not None:
+            table = _other_run(Path(against), own)
     except BlkreviewError as exc:
         return CaptureScore(label, own, work, mode, None, error=str(exc), preset=kern)
     devices = [int(d) for d in np.unique(table.dev[table.action == ACT_ISSUE])]
@@ -240,6 +253,20 @@ def score_capture(path: str | os.PathLike[str], *, mode: str = "auto",
     score = mean_dev if cross is None else (mean_dev + cross) / 2
     return CaptureScore(label, own, work, want, score, dev_scores, cross,
                         warnings=kernel_version_warnings(kern) + list(stack.notes), preset=kern)
+
+
+def _other_run(path: Path, kernel: str) -> EventTable:
+    """The events of another run of a capture (``--against``): same kernel, else refused."""
+    from workers.traces import ingest
+    from workers.traces.directory import directory_files
+
+    files = [str(path)] if path.is_file() else directory_files(path, [])
+    ing = ingest(files, names=[Path(f).name for f in files])
+    other = str(getattr(ing.manifest, "kernel", "") or "") if ing.manifest is not None else ""
+    if other and kernel and other != kernel:
+        raise BlkreviewError(f"{path}: another kernel ({other}, not {kernel}): not another run "
+                             "of the same capture")
+    return ing.table
 
 
 def _with_md_sizes(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -323,16 +350,28 @@ def lab_index(paths: Iterable[str | os.PathLike[str]]) -> dict[str, dict[str, An
 
 def score_all(paths: Iterable[str | os.PathLike[str]], *, mode: str = "auto",
               calibration: Sequence[str] = (), kernel: str | None = None,
-              progress: Callable[[int, int], None] | None = None) -> list[CaptureScore]:
+              progress: Callable[[int, int], None] | None = None,
+              against: Sequence[str | os.PathLike[str]] = (), real: bool = False
+              ) -> list[CaptureScore]:
     """Every capture under ``paths``; ``calibration`` globs (over ``kernel/workload`` names)
     mark the captures the model was calibrated on, reported apart from the held-out rest.
     A lab matrix's ``index.json`` marks them too (``split = "calibration"``), and its failed
     cells (the capture itself went wrong) are left out. ``progress`` is called with
-    ``(captures done, captures)`` before the first and after each."""
+    ``(captures done, captures)`` before the first and after each.
+
+    ``against``: folders holding other runs of the same captures (a second lab ``--out``):
+    each capture is scored against the D events of its namesake there (``kernel/workload``),
+    and captures without one are left out; ``real`` scores the capture's own D events instead
+    of its replay (see :func:`score_capture`)."""
     paths = list(paths)
     cells = lab_index(paths)
     out = []
     captures = find_captures(paths)
+    others = {f"{c.parent.name}/{c.name}": c for c in find_captures(against)} if against \
+        else {}
+    if real and not against:
+        raise BlkreviewError("--real needs --against: the runs to score a capture's own D "
+                             "events against")
     for i, cap in enumerate(captures):
         if progress is not None:
             progress(i, len(captures))
@@ -340,7 +379,9 @@ def score_all(paths: Iterable[str | os.PathLike[str]], *, mode: str = "auto",
         cell = cells.get(full, {})
         if cell and not cell.get("ok", True):
             continue
-        s = score_capture(cap, mode=mode, kernel=kernel)
+        if against and (full not in others or others[full].resolve() == cap.resolve()):
+            continue
+        s = score_capture(cap, mode=mode, kernel=kernel, against=others.get(full), real=real)
         if (is_calibration(full, calibration) or is_calibration(cap.name, calibration)
                 or cell.get("split") == "calibration"):
             s = CaptureScore(**{**asdict(s), "devices": s.devices, "calibration": True})

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from workers.__main__ import main
+from workers.errors import BlkreviewError
 from workers.fidelity import _in_order, markdown_table, score_all, score_capture, summarize
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "model"
@@ -120,3 +121,55 @@ def test_racing_threads_pick_distribution_mode():
     many = EventTable.from_columns(dev=[dev] * 3, pid=[5, 6, 7], action=[ACT_QUEUE] * 3,
                                    sector=[0, 8, 16], nr_sectors=[8] * 3)
     assert not racing_threads(one, dev) and racing_threads(many, dev)
+
+
+def _another_run(root: Path, kernel_dir: str, name: str, drop_every: int) -> Path:
+    """The same capture "run again": every ``drop_every``-th D event is missing (a request the
+    other run merged away), the rest as it was."""
+    d = _capture_dir(root, kernel_dir, name)
+    lines = (d / "all.blkparse.txt").read_text().splitlines(keepends=True)
+    kept, seen = [], 0
+    for ln in lines:
+        if "  D  " in ln:
+            seen += 1
+            if seen % drop_every == 0:
+                continue
+        kept.append(ln)
+    (d / "all.blkparse.txt").write_text("".join(kept))
+    return d
+
+
+def test_against_another_run_scores_the_replay_and_the_kernel_itself(captures, tmp_path):
+    """--against: the replay of one run is scored against another run's D events; --real
+    scores the first run's own D events there (the kernel's run-to-run agreement)."""
+    other = _another_run(tmp_path / "rep", "7.2.13+deb14-amd64", "7.2_W2a", drop_every=10)
+    cap = captures / "7.2.13+deb14-amd64" / "7.2_W2a"
+    model = score_capture(cap, against=other)
+    kernel = score_capture(cap, against=other, real=True)
+    assert model.error is None and kernel.error is None
+    # 60 of the 600 requests are missing in the other run: in-order share 540/600 per the
+    # order score, for the replay (100% on its own run) and the run itself alike
+    assert model.score is not None and 0.85 < model.score < 1.0
+    assert kernel.score == pytest.approx(model.score)
+    assert score_capture(cap, against=cap, real=True).score == 1.0
+    # only captures with a namesake in the other folder are scored
+    scores = score_all([captures], against=[tmp_path / "rep"], real=True)
+    assert [(s.kernel, s.name) for s in scores] == [("7.2.13+deb14-amd64", "7.2_W2a")]
+    with pytest.raises(BlkreviewError, match="--real needs --against"):
+        score_all([captures], real=True)
+
+
+def test_against_a_run_of_another_kernel_is_an_error_not_a_score(captures, tmp_path):
+    other = _capture_dir(tmp_path, "7.2.13+deb14-amd64", "6.1_W2a")
+    s = score_capture(captures / "7.2.13+deb14-amd64" / "7.2_W2a", against=other)
+    assert s.score is None and "another kernel" in (s.error or "")
+
+
+def test_cli_against_and_real(captures, tmp_path, capsys):
+    _another_run(tmp_path / "rep", "6.1.0-57-amd64", "6.1_W2a", drop_every=5)
+    assert main(["fidelity", str(captures), "--against", str(tmp_path / "rep"), "--real",
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["captures"]
+    assert [c["name"] for c in got] == ["6.1_W2a"] and got[0]["score"] < 0.9
+    assert main(["fidelity", str(captures), "--real"]) == 2
+    assert "--real needs --against" in capsys.readouterr().err

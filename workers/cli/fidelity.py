@@ -29,6 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="captures the model was calibrated on (reported apart); repeat")
     parser.add_argument("--kernel", help="replay every capture with this kernel's preset "
                         "instead of its own (what would another kernel's model predict?)")
+    parser.add_argument("--against", action="append", default=[], metavar="DIR",
+                        help="other runs of the same captures (another lab --out): score "
+                        "each capture against its namesake's D events there, i.e. predict a "
+                        "run the replay has not seen; repeat")
+    parser.add_argument("--real", action="store_true",
+                        help="with --against: score the capture's own D events instead of the "
+                        "replay (the kernel's run-to-run agreement)")
     parser.add_argument("--write", metavar="FILE", help="write the Markdown table here")
     parser.add_argument("--json", action="store_true", help="JSON on stdout instead of text")
     parser.add_argument("--min-mean", type=float, help="exit 1 if the held-out mean is below")
@@ -43,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     bar.stage("replaying and scoring captures", total=None, unit="captures")
     try:
         scores = score_all(args.paths, mode=args.mode, calibration=args.calibration,
-                           kernel=args.kernel, progress=bar.callback())
+                           kernel=args.kernel, progress=bar.callback(), against=args.against,
+                           real=args.real)
     except BlkreviewError as exc:
         print(f"fidelity: {exc}", file=sys.stderr)
         return 2
