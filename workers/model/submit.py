@@ -387,6 +387,12 @@ class Engine:
         #: ``Engine._cached_before_trace``), and the rows the replay has handled since
         self.r5_read_any: dict[int, int] | None = None
         self.r5_seen: set[int] = set()
+        #: stripe row -> raid5d's plug sessions that read it in the trace, one per handling
+        #: (:func:`workers.model.raid5d_reads.read_plug_sessions`), used where raid5d's
+        #: traced times are not (a synchronous reader on the model's own clock), and how
+        #: many of the row's degraded reads the replay has handled
+        self.r5_read_session: dict[int, list[int]] = {}
+        self.r5_read_count: dict[int, int] = {}
         #: stripes reading for a write (phase 1): later writes to the row join them
         self.r5_reading: dict[tuple[int, int], R5Stripe] = {}
         self.r5_wakes: set[int] = set()
@@ -940,11 +946,13 @@ class Engine:
                 sh.due = -1
                 sh.due_mask = 0
         full: list[R5Stripe] = []
+        session = -1
         for sh in pending:
             if full and not self._full_stripe_write(sh):
                 for batch in self._stripe_batches(full):
                     self._batch_writes(batch)
                 full = []
+            session = self._traced_read_plug(sh, session)
             self._handle_stripe(sh, full)
         for batch in self._stripe_batches(full):
             self._batch_writes(batch)
@@ -963,6 +971,30 @@ class Engine:
         if self.r5_session is None or self.r5_session[1] is not self.plug:
             self.plug.flush(False)
         self.plug = saved
+
+    def _traced_read_plug(self, sh: R5Stripe, session: int) -> int:
+        """raid5d's plug ends between two rows of a degraded read that the trace shows it
+        reading in different plug sessions (``session``: the last row's, -1 none yet).
+
+        With no plug of the reader's (``release_stripe_plug`` -> ``raid5_release_stripe``),
+        raid5d wakes as the first rows are released; when it gets the CPU before the reader
+        has added the rest, it handles those rows, finds the handle list empty and finishes
+        its plug (``blk_finish_plug`` at the end of ``raid5d``), so their member requests go
+        out before the next rows' (:mod:`workers.model.raid5d_reads`). A race for the CPU:
+        the trace's rows say where, its clock is not needed. The replay's n-th handling of a
+        row takes the session of the trace's n-th. Returns the row's session."""
+        if not self.r5_read_session or sh.written or sh.node is not self.stack.top:
+            return session
+        n = self.r5_read_count.get(sh.msec, 0)
+        self.r5_read_count[sh.msec] = n + 1
+        traced = self.r5_read_session.get(sh.msec)
+        if traced is None or n >= len(traced):
+            return session
+        k = traced[n]
+        if session >= 0 and k != session and self.plug is not None:
+            self.plug.flush(False)
+            self.plug = self.make_plug()
+        return k
 
     def _raid5d_plug(self) -> Plug:
         """raid5d's plug now: the open session's when the trace shows raid5d inside a plug

@@ -38,6 +38,7 @@ from workers.events import (
     make_dev,
 )
 from workers.model import BioStream, preset_for_kernel, replay
+from workers.model.raid5d_reads import read_plug_sessions
 from workers.model.raid5d_runs import raid5d_runs
 from workers.model.replay import bios_from_table, md_metadata_rows
 from workers.model.stack import stack_from_spec
@@ -400,3 +401,53 @@ def test_a_degraded_read_skips_the_blocks_the_stripe_cache_held_before_the_trace
     out = replay(bare, stack, preset_for_kernel("6.1"), engine="python")
     got = sorted((m, s, n) for _, m, s, n, _ in _reads(out))
     assert got == [(0, 0, 24), (0, 128, 8), (1, 128, 8), (2, 128, 8)]
+
+
+def _d(t: int, member: int, msec: int, nr: int, pid: int = RAID5D) -> list[Event]:
+    return [(t, pid, MEMBERS[member], ACT_ISSUE, msec, nr, RWBS_READ, 0)]
+
+
+def _lone_first_row_trace() -> list[Event]:
+    """A degraded read (member 3 missing) of chunk 0's rows 0, 8 and 16 (all on member 0) by a
+    reader with no plug: raid5d got the CPU after the first row was released, read it and
+    finished its plug (U, then the D of the request it got last), then read rows 8 and 16."""
+    ev = _q(0, 1, 0, 24, rwbs=RWBS_READ)
+    ev += _r5d(100, 0, 0, read=True) + _u(110, RAID5D, MEMBERS[0]) + _d(111, 0, 0, 8)
+    ev += _r5d(200, 0, 8, read=True) + _r5d(210, 0, 16, read=True, getrq=False)
+    ev += _u(220, RAID5D, MEMBERS[0]) + _d(221, 0, 8, 16)
+    return ev
+
+
+def test_read_plug_sessions_cut_where_raid5d_emptied_its_plug():
+    """A U after which the request raid5d got last went out is the end of its plug
+    (blk_finish_plug); a U whose last request stays for later is blk_add_rq_to_plug's flush
+    as that request joined the plug, and cuts nothing."""
+    stack = stack_from_spec("raid5:disks=4,chunk=64k,failed=3")
+    table = _table(_lone_first_row_trace())
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    assert read_plug_sessions(table, q, stack) == {0: [0], 8: [1], 16: [1]}
+    # the same U, but the request got last (row 0's) is dispatched only with row 8's
+    ev = [e for e in _lone_first_row_trace() if not (e[3] == ACT_ISSUE and e[4] == 0)]
+    ev += _d(221, 0, 0, 8)
+    table = _table(ev)
+    assert read_plug_sessions(table, q, stack) == {0: [0], 8: [0], 16: [0]}
+    # not degraded: reads go by chunk_aligned_read, no sessions are read
+    assert read_plug_sessions(table, q, stack_from_spec("raid5:disks=4,chunk=64k")) is None
+
+
+def test_a_degraded_read_is_cut_where_the_trace_shows_raid5d_finishing_its_plug():
+    """The reader (a synchronous dd: depth 1, the model's own clock) has no plug, so raid5d
+    races it; the trace shows raid5d taking the first row alone and finishing its plug. The
+    replay cuts raid5d's plug between the rows the trace read in different sessions: member
+    0 gets 0+8 and 8+16 (one request 0+24 without the trace's sessions)."""
+    stack = stack_from_spec("raid5:disks=4,chunk=64k,failed=3")
+    bios = dataclasses.replace(bios_from_table(_table(_lone_first_row_trace()), MD,
+                                               stack=stack), depth=1)
+    assert "raid5d_read_sessions" in bios.meta
+    pol = preset_for_kernel("6.1")
+    got = [(m, s, n) for _, m, s, n, _ in _reads(replay(bios, stack, pol, engine="python"))]
+    assert got == [(0, 0, 8), (0, 8, 16)]
+    bare = dataclasses.replace(bios, meta={k: v for k, v in bios.meta.items()
+                                           if k != "raid5d_read_sessions"})
+    got = [(m, s, n) for _, m, s, n, _ in _reads(replay(bare, stack, pol, engine="python"))]
+    assert got == [(0, 0, 24)]

@@ -1,0 +1,119 @@
+"""Where raid5d's plug cut a degraded array's reads, row by row, read from a trace.
+
+A degraded raid4/5/6 array sends every read through the stripe cache (``raid5_make_request``
+calls ``chunk_aligned_read`` only when ``mddev->degraded == 0``): the reader adds each 4 KiB
+row to its ``stripe_head`` (``make_stripe_request`` -> ``add_stripe_bio``) and releases it
+(``release_stripe_plug``: with no plug, ``raid5_release_stripe`` puts it on the handle list
+and wakes raid5d at once), and raid5d reads the member blocks (``handle_stripe`` ->
+``handle_stripe_fill`` -> ``fetch_block``, ``ops_run_io``) under its own plug
+(``blk_start_plug`` .. ``blk_finish_plug`` around its loop in ``raid5d``). When raid5d gets
+the CPU while the reader is still adding rows (a direct-I/O ``dd`` has no plug of its own on
+this path), it takes the rows released so far, finds the handle list empty, finishes its
+plug (its member requests go out: U, then D) and sleeps until the next rows wake it: a
+member's read of one chunk goes out as two requests, cut between two rows. That is a race for
+the CPU, not a queue limit, and its clock is the trace's, not the model's (a synchronous
+reader replays on the model's own clock, where raid5d's traced *times* mean nothing; see
+``replay``). What the trace does say without its clock is *which rows* raid5d handled
+under one plug: :func:`read_plug_sessions` numbers raid5d's plug sessions and gives each row
+of a read the sessions that read it (one per handling), and the replay cuts raid5d's plug
+between two rows it handles that the trace read in different sessions (:meth:`workers.model.submit.Engine.raid5_unplug`).
+
+A session ends at raid5d's U (or UT) that emptied its plug: ``blk_finish_plug`` (or a sleep)
+dispatches every request, the one raid5d got last (G) included, before raid5d queues its next
+bio; a flush that ``blk_add_rq_to_plug`` makes as a new request joins the plug
+(BLK_PLUG_FLUSH_SIZE, the request count) leaves that new request in the plug.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+import numpy.typing as npt
+
+from workers.events import (
+    ACT_GETRQ,
+    ACT_ISSUE,
+    ACT_QUEUE,
+    ACT_REMAP,
+    ACT_UNPLUG_IO,
+    ACT_UNPLUG_TIMER,
+    RWBS_META,
+    RWBS_READ,
+    RWBS_WRITE,
+    EventTable,
+)
+from workers.model.stack import RAID456, Stack
+
+#: STRIPE_SECTORS (drivers/md/raid5.h with 4 KiB stripes): one stripe_head row.
+_ROW_SECTORS = 8
+
+
+def read_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | None
+                       ) -> dict[int, list[int]] | None:
+    """Per stripe row (member sector - data_offset, a multiple of 8) of a degraded array's
+    reads, the indices of raid5d's plug sessions that read it, in order: one per handling
+    (a row two bios want blocks of, such as one a bio ends in, is read twice, by the first
+    bio's handling and by the next's, in different sessions).
+
+    raid5d's pids are found as in :func:`workers.model.raid5d_runs.raid5d_runs` (member A
+    events remapped from the array by pids that queue nothing on the array). None where the
+    top is not a degraded raid4/5/6, times are unknown, or raid5d read nothing.
+    """
+    if stack is None or stack.top.kind not in RAID456 or not stack.top.failed \
+            or not table.time_known:
+        return None
+    top = stack.top
+    members = np.array([m.dev for m in top.members], dtype=np.int64)
+    act = table.action
+    dev = table.dev.astype(np.int64)
+    on_member = np.isin(dev, members)
+    remap = on_member & (act == ACT_REMAP) & (table.aux2.astype(np.int64) == top.dev)
+    if not bool(np.any(remap)):
+        return None
+    daemons = np.setdiff1d(np.unique(table.pid[remap]), np.unique(table.pid[q_rows]))
+    if not len(daemons):
+        return None
+    mine = np.isin(table.pid, daemons) & on_member
+    ev = np.flatnonzero(mine & ((act == ACT_QUEUE) | (act == ACT_GETRQ)
+                                | (act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER)))
+    ev = ev[np.argsort(table.time_ns[ev], kind="stable")]
+    # dispatch times per (member, sector), whoever dispatched
+    d = np.flatnonzero(on_member & (act == ACT_ISSUE))
+    issued: dict[tuple[int, int], list[int]] = {}
+    for k in d[np.argsort(table.time_ns[d], kind="stable")].tolist():
+        issued.setdefault((int(dev[k]), int(table.sector[k])), []).append(
+            int(table.time_ns[k]))
+    tm = table.time_ns.astype(np.int64)
+    q_times = [int(tm[k]) for k in ev.tolist() if act[k] == ACT_QUEUE]
+    sessions: dict[int, list[int]] = {}
+    session = 0
+    cut = False
+    last_g: tuple[int, int] | None = None
+    for k in ev.tolist():
+        a = int(act[k])
+        t = int(tm[k])
+        if a == ACT_GETRQ:
+            last_g = (int(dev[k]), int(table.sector[k]))
+        elif a == ACT_UNPLUG_IO or a == ACT_UNPLUG_TIMER:
+            if last_g is not None and not cut:
+                # the request got last went out before raid5d's next bio: the plug was
+                # emptied (blk_finish_plug, or a sleep), not flushed for a new request
+                j = bisect.bisect_right(q_times, t)
+                nxt = q_times[j] if j < len(q_times) else None
+                times = issued.get(last_g, [])
+                i = bisect.bisect_left(times, t)
+                cut = i < len(times) and (nxt is None or times[i] <= nxt)
+        elif table.nr_sectors[k] > 0 and not table.rwbs[k] & RWBS_META:
+            if cut:
+                session += 1
+                cut = False
+            if table.rwbs[k] & RWBS_READ and not table.rwbs[k] & RWBS_WRITE:
+                row = (int(table.sector[k]) - top.data_offset) // _ROW_SECTORS * _ROW_SECTORS
+                seen = sessions.setdefault(row, [])
+                if not seen or seen[-1] != session:
+                    seen.append(session)
+    return sessions or None
+
+
+__all__ = ["read_plug_sessions"]
