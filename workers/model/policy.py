@@ -82,9 +82,10 @@ class Policy:
             ``blk_mq_dispatch_plug_list``, i.e. with an elevator, several queues or from
             schedule).
         md_read_balance: how raid1's ``read_balance`` picks a member when no member continues a
-            sequential read: ``scan`` (<= 6.8: a sequential member anywhere wins, then the
-            least busy, else the nearest head) or ``first_idle`` (6.9+, Yu Kuai's
-            ``choose_best_rdev``: the scan stops at the first idle member).
+            sequential read: ``scan`` (every kernel: a sequential member anywhere wins, then
+            the least busy, else the nearest head; Yu Kuai's 6.9 ``choose_best_rdev`` kept it,
+            the loop returns early only for a sequential member) or ``first_idle`` (no
+            kernel's rule, a what-if: the scan stops at the first idle member).
         raid10_chunk_limit: ``on``: raid10 sets the queue's ``chunk_sectors`` to its chunk
             (John Garry's "md/raid10: set chunk_sectors limit", inferred 6.17), so
             ``bio_split_to_limits`` already splits at chunk boundaries; ``off``: md splits at
@@ -130,7 +131,7 @@ class Policy:
     md_io_opt_align: str = "off"
     dio_bio_limit: str = "vecs"
     unplug_trace: str = "always"
-    md_read_balance: str = "first_idle"
+    md_read_balance: str = "scan"
     raid10_chunk_limit: str = "on"
     raid0_split: str = "map_both"
     sched_wakeup: str = "eevdf"

@@ -62,8 +62,6 @@ CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
      "147f3efaa241 sched/fair: Implement an EEVDF-like scheduling policy (v6.6): a woken "
      "kblockd worker no longer preempts md's thread (the 6.18/7.x captures run md_update_sb's "
      "flush sequences side by side, 6.1's member after member)"),
-    ((6, 9, 0), dict(md_read_balance="first_idle"),
-     "md/raid1: factor out choose_best_rdev() from read_balance() (Yu Kuai, 6.9)"),
     ((6, 11, 0), dict(dm_crypt_split="128k"),
      "0d815e3400e6 dm-crypt: limit the size of encryption requests (dm tree for 6.11): reads "
      "and writes at 128 KiB (the 7.3.4 dm-crypt captures: 256 + 256 sectors per 256 KiB read)"),

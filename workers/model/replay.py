@@ -370,6 +370,7 @@ def _mirror_read_choices(table: EventTable, top_dev: int) -> npt.NDArray[np.int6
     """
     rows = np.flatnonzero((table.action == ACT_REMAP) & (table.aux2 == top_dev)
                           & ((table.rwbs & RWBS_WRITE) == 0) & (table.nr_sectors > 0))
+    rows = rows[np.argsort(table.time_ns[rows], kind="stable")]  # the first read first
     return np.stack([table.aux[rows].astype(np.int64), table.dev[rows].astype(np.int64)])
 
 
@@ -588,6 +589,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     hint = bios.meta.get("mirror_reads")
     if hint is not None and stack.top.kind == "raid10":
         eng.mirror_hint = {int(a): int(d) for a, d in zip(hint[0].tolist(), hint[1].tolist())}
+    elif hint is not None and stack.top.kind == "raid1" and len(hint[0]):
+        eng.seed_read_balance(stack.top, int(hint[0][0]), int(hint[1][0]))
     if bios.app_io:
         lim = eng.limits[top]
         built = build_bios(bios.sector, bios.nr_sectors, bios.bio_pages, policy,

@@ -301,6 +301,11 @@ class MirrorRead(MdPiece):
         self.member = member
 
 
+#: a raid1 member head "somewhere else" at the trace's start (Engine.seed_read_balance): no
+#: read starts there and every read is nearer to a known head
+_HEAD_ELSEWHERE = 1 << 62
+
+
 class MirrorState:
     """Per-member read_balance state of one raid1/raid10 array (``struct raid1_info``)."""
 
@@ -710,11 +715,12 @@ class Engine:
                       sector: int = -1) -> int:
         """Which copy a read goes to (an index into ``copies`` = (member, member sector)).
 
-        raid1 (``read_balance``): a member whose ``next_seq_sect`` or head is the read's start
-        keeps a sequential stream; else, with ``md_read_balance=first_idle`` (6.9+,
-        ``choose_best_rdev``) the first idle member, with ``scan`` (older) the sequential one
-        anywhere first, then the least busy (non-rotational members, or an idle one), else the
-        nearest head. raid10 (``read_balance``): near copies on an idle member count as distance
+        raid1 (``read_balance``, from 6.9 ``choose_best_rdev``): a member whose
+        ``next_seq_sect`` or head is the read's start keeps a sequential stream, found anywhere
+        in the scan (``md_read_balance=scan``, every kernel); else the least busy
+        (non-rotational members, or an idle one), else the nearest head. ``first_idle`` (a
+        what-if, no kernel's rule) stops the scan at the first idle member. Its state at the
+        trace's start comes from the trace (:meth:`seed_read_balance`). raid10 (``read_balance``): near copies on an idle member count as distance
         0, far layouts always take the lowest address, otherwise the nearest head; an all
         non-rotational array takes the least busy copy. Failed members are skipped.
 
@@ -767,6 +773,32 @@ class Engine:
         if best_pend >= 0 and (nonrot or min_pend == 0):
             return best_pend
         return best_dist_k
+
+    def seed_read_balance(self, node: Node, sector: int, member_dev: int) -> None:
+        """raid1's ``read_balance`` state at the trace's start, from the trace's first read.
+
+        ``head_position`` and ``next_seq_sect`` (``struct raid1_info``) carry what happened
+        before the trace: udev's blkid probe of a new array reads its start and its end through
+        md (``update_head_pos`` / ``update_read_sectors``), mdadm and earlier workloads read
+        too. None of it is in the trace, so an array taken as fresh (every head at 0) sends the
+        first read to the first member, where the kernel's probe had moved that member's head
+        away and ``is_sequential`` (``head_position == r1_bio->sector``) kept the idle second
+        member (7.2 r1_d2_dd1M: every read on vdb). The member the trace's first read went to
+        (its A event) has its head there; the others are taken to be elsewhere (no position
+        any read starts at, and far from all). Only the start is seeded: every later choice
+        follows the rules, so a what-if of ``md_read_balance`` still changes it.
+        """
+        st = self.mirrors.get(node.dev)
+        if st is None:
+            return
+        chosen = [i for i, m in enumerate(node.members)
+                  if m.dev == member_dev and i not in node.failed]
+        if not chosen:
+            return
+        for i in range(len(node.members)):
+            pos = sector if i == chosen[0] else _HEAD_ELSEWHERE
+            st.head[i] = pos
+            st.next_seq[i] = pos
 
     def _mirror_read(self, node: Node, bio: Bio, copies: list[tuple[int, int]]) -> None:
         k = self._read_balance(node, copies, bio.nr, bio.sector)

@@ -80,8 +80,9 @@ def test_raid1_degraded_skips_the_failed_member():
 
 @pytest.mark.parametrize("policy,expected", [("scan", 2), ("first_idle", 0)])
 def test_raid1_read_balance_scan_vs_first_idle(policy, expected):
-    """Member 2 continues a sequential read, member 0 is idle: before 6.9 the scan finds the
-    sequential member anywhere; from 6.9 (choose_best_rdev) the first idle member stops it."""
+    """Member 2 continues a sequential read, member 0 is idle: the kernel's scan finds the
+    sequential member anywhere (choose_best_rdev returns early only for it); the first_idle
+    what-if stops at the idle member."""
     stack = stack_from_spec("raid1:disks=3")
     eng = Engine(stack, preset_for_kernel("6.12").with_overrides(f"md_read_balance={policy}"))
     st = eng.mirrors[stack.top.dev]
@@ -100,9 +101,11 @@ def test_raid1_read_balance_busy_rotational_members_take_the_nearest_head():
     assert eng._read_balance(stack.top, [(0, 12_000), (1, 12_000)], 8) == 1
 
 
-def test_md_read_balance_change_point():
-    assert preset_for_kernel("6.8").md_read_balance == "scan"
-    assert preset_for_kernel("6.9").md_read_balance == "first_idle"
+def test_md_read_balance_is_the_scan_on_every_kernel():
+    """6.9's choose_best_rdev refactor kept read_balance's rule: no preset stops at the first
+    idle member (the 7.2 raid1 captures read from a sequential second member, the first idle)."""
+    for v in ("4.9", "6.1", "6.8", "6.9", "6.12", "7.2", "7.3"):
+        assert preset_for_kernel(v).md_read_balance == "scan", v
 
 
 def test_raid10_near_reads_take_the_first_idle_copy_and_writes_every_copy():

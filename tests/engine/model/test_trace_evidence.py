@@ -1,5 +1,6 @@
 """Evidence the input trace carries beyond its Q events: a synchronous submitter (each I/O
-queued after the previous one completed, C) and the raid10 copy read_balance chose (A)."""
+queued after the previous one completed, C), the raid10 copy read_balance chose (A) and the
+raid1 member the first read went to (A: read_balance's state before the trace)."""
 
 from pathlib import Path
 
@@ -67,3 +68,26 @@ def test_raid10_reads_take_the_copy_the_trace_shows():
     hinted = replay(_stream([0, 128, 256], 128, hint=[[256], [m[1].dev]]), stack,
                     preset_for_kernel("6.1"))
     assert issued(hinted, m[0]) == [0] and issued(hinted, m[1]) == [128]
+
+
+def test_raid1_starts_from_the_member_the_traces_first_read_went_to():
+    """raid1 on 2 disks, a sequential reader: with every head at 0 (a fresh array) the first
+    member keeps the stream; where the trace's first read went to member 1 (udev's probe had
+    moved member 0's head before the trace), the whole stream stays on member 1, and a what-if
+    that takes the first idle member moves it back: only the start is seeded."""
+    stack = stack_from_spec("raid1:disks=2")
+    m = stack.top.members
+
+    def issued(table, node):
+        r = (table.action == ACT_ISSUE) & (table.dev == node.dev)
+        return table.sector[r].tolist()
+
+    reads = [0, 128, 256, 384]
+    plain = replay(_stream(reads, 128), stack, preset_for_kernel("7.2"))
+    assert len(issued(plain, m[0])) == 4 and issued(plain, m[1]) == []
+    hint = [[0], [m[1].dev]]
+    seeded = replay(_stream(reads, 128, hint=hint), stack, preset_for_kernel("7.2"))
+    assert issued(seeded, m[0]) == [] and len(issued(seeded, m[1])) == 4
+    idle = replay(_stream(reads, 128, hint=hint), stack,
+                  preset_for_kernel("7.2").with_overrides("md_read_balance=first_idle"))
+    assert len(issued(idle, m[0])) == 4
