@@ -33,6 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from workers.events import (
+    ACT_BACKMERGE,
+    ACT_FRONTMERGE,
     ACT_GETRQ,
     ACT_QUEUE,
     ACT_REMAP,
@@ -46,6 +48,10 @@ from workers.model.stack import RAID456, Stack
 
 #: STRIPE_SECTORS (drivers/md/raid5.h with 4 KiB stripes): one stripe_head row.
 _ROW_SECTORS = 8
+#: BLK_PLUG_FLUSH_SIZE (128 KiB) in sectors, and BLK_MAX_REQUEST_COUNT
+#: (``blk_plug_max_rq_count``: twice that once the plug holds requests of several queues)
+_PLUG_FLUSH_SECTORS = 256
+_PLUG_MAX_RQ = 32
 
 
 @dataclass(frozen=True)
@@ -105,18 +111,21 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
     read = (table.rwbs[q].astype(np.int64) & RWBS_READ) != 0
     order = np.lexsort((tm[q], row))
     row, member, read, tq = row[order], member[order], read[order], tm[q][order]
-    # a handling of a row starts at its first bio; the next one where the row changes, a
-    # member comes again, or writes follow reads (ops_run_io after the reads are back)
+    # a handling of a row starts at its first bio; the next one where the row changes, writes
+    # follow reads (ops_run_io after the reads are back), or a member does not come after the
+    # previous one in ops_run_io's order: ``for (i = disks; i--; )`` submits a handling's
+    # bios from the last member to the first (a stripe batch too: member by member, each
+    # with the blocks of every stripe of the batch), so a member index that does not go down
+    # (the same member again, or one above) is a later handling of the row
+    index = {int(d): i for i, d in enumerate(members.tolist())}
     new = np.zeros(len(row), dtype=bool)
-    seen: set[int] = set()
-    row_l, member_l, read_l = row.tolist(), member.tolist(), read.tolist()
+    row_l, read_l = row.tolist(), read.tolist()
+    idx_l = [index[int(m)] for m in member.tolist()]
+    member_l = member.tolist()
     for i in range(len(row_l)):
-        if i == 0 or row_l[i] != row_l[i - 1] or member_l[i] in seen or \
+        if i == 0 or row_l[i] != row_l[i - 1] or idx_l[i] >= idx_l[i - 1] or \
                 (read_l[i - 1] and not read_l[i]):
             new[i] = True
-            seen = set()
-        seen.add(member_l[i])
-    index = {int(d): i for i, d in enumerate(members.tolist())}
     handling = np.cumsum(new) - 1
     wrote = np.zeros(int(new.sum()), dtype=np.int64)
     read_m = np.zeros(int(new.sum()), dtype=np.int64)
@@ -144,16 +153,30 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
 
     raid5d holds one plug across its loop (``blk_start_plug`` .. ``blk_finish_plug``); its
     U (or UT, when it slept) events end a session, except a U that its own next request
-    caused: ``blk_add_rq_to_plug`` flushes the plug (BLK_PLUG_FLUSH_SIZE, the request count)
-    when a new request joins it, so that U follows the G of the new request (a U after such
-    a U belongs to the same flush).
+    caused: ``blk_add_rq_to_plug`` flushes the plug when a new request joins it and the
+    request added last is BLK_PLUG_FLUSH_SIZE or more, or the plug holds
+    ``blk_plug_max_rq_count`` requests, so that U follows the G of the new request (a U after
+    such a U belongs to the same flush). A U after a G whose request could not have flushed
+    the plug (a 4 KiB write joining a plug of one small request) is ``blk_finish_plug``: the
+    session ends there, whatever came just before it.
     """
     act = table.action
-    ev = np.flatnonzero(mine & ((act == ACT_QUEUE) | (act == ACT_GETRQ)
+    merge = (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)
+    ev = np.flatnonzero(mine & ((act == ACT_QUEUE) | (act == ACT_GETRQ) | merge
                                 | (act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER)))
     ev = ev[np.argsort(table.time_ns[ev], kind="stable")]
     a = act[ev].tolist()
     t = table.time_ns[ev].astype(np.int64).tolist()
+    nr = table.nr_sectors[ev].astype(np.int64).tolist()
+    dv = table.dev[ev].astype(np.int64).tolist()
+    sec = table.sector[ev].astype(np.int64).tolist()
+    # raid5d's plug as blk_add_rq_to_plug sees it when a request joins: its requests
+    # ([dev, start, end], grown by the bios merged into them) on how many queues. The request
+    # it compares with BLK_PLUG_FLUSH_SIZE is the list's head (the newest on a LIFO plug list,
+    # the oldest on 6.13's FIFO one): any request of that size in the plug may have flushed it
+    rqs: list[list[int]] = []
+    queues: set[int] = set()
+    could_flush = False  # the request of the G just read could have flushed the plug
     start_of: dict[int, int] = {}
     sessions: list[tuple[int, int]] = []
     start = -1
@@ -161,14 +184,32 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
     ends = False  # the U being read ends the session
     for k, i in enumerate(ev.tolist()):
         ak = a[k]
+        if ak == ACT_GETRQ:
+            could_flush = len(rqs) >= (2 * _PLUG_MAX_RQ if len(queues) > 1 else _PLUG_MAX_RQ) \
+                or any(r[2] - r[1] >= _PLUG_FLUSH_SECTORS for r in rqs)
+            rqs.append([dv[k], sec[k], sec[k] + nr[k]])
+            queues.add(dv[k])
+        elif ak == ACT_BACKMERGE or ak == ACT_FRONTMERGE:
+            for r in rqs:
+                if r[0] == dv[k] and r[2] == sec[k]:
+                    r[2] += nr[k]
+                    break
+                if r[0] == dv[k] and r[1] == sec[k] + nr[k]:
+                    r[1] = sec[k]
+                    break
+            continue
         if ak == ACT_UNPLUG_IO or ak == ACT_UNPLUG_TIMER:
-            if prev == ACT_GETRQ and ak == ACT_UNPLUG_IO:
+            if prev == ACT_GETRQ and ak == ACT_UNPLUG_IO and could_flush:
                 ends = False
+                rqs = rqs[-1:]  # the new request, alone in the flushed plug
+                queues = {rqs[0][0]}
             elif prev not in (ACT_UNPLUG_IO, ACT_UNPLUG_TIMER):
                 ends = True
             if (ends or ak == ACT_UNPLUG_TIMER) and start >= 0:
                 sessions.append((start, t[k]))
                 start = -1
+            if ends or ak == ACT_UNPLUG_TIMER:
+                rqs, queues = [], set()
         elif ak == ACT_QUEUE:
             if start < 0:
                 start = t[k]

@@ -21,6 +21,7 @@ import dataclasses
 import numpy as np
 
 from workers.events import (
+    ACT_BACKMERGE,
     ACT_GETRQ,
     ACT_ISSUE,
     ACT_QUEUE,
@@ -100,27 +101,39 @@ def _reads(out: EventTable) -> list[tuple[int, int, int, int, int]]:
 
 
 # --- raid5d_runs: handlings, masks, plug sessions -------------------------------------------------
+def _merged(t: int, member: int, msec: int, nr: int, rwbs: int = RWBS_READ) -> list[Event]:
+    """raid5d's bios merged into its request on ``member`` (the M; their A and Q left out)."""
+    return [(t, RAID5D, MEMBERS[member], ACT_BACKMERGE, msec, nr, rwbs, 0)]
+
+
 def _raid5d_trace() -> list[Event]:
-    """A writer (pid 1) at t=50 and raid5d's work on rows 0, 8 and 16 in three plug
-    sessions."""
+    """A writer (pid 1) at t=50 and raid5d's work on rows 0, 8, 16 and 24 in four plug
+    sessions. Each handling's bios go from the last member to the first (ops_run_io)."""
     ev = _q(50, 1, 0) + _u(55, 1)
     # the writer's own chunk-aligned read: remapped by its submitter, not raid5d's
     ev += _q(60, 1, 128, rwbs=RWBS_READ) + _r5d(61, 1, 0, read=True, pid=1)
-    # session 1: row 0 reconstruct-write (a read of member 2, then writes of the parity and
-    # members 1 and 0: writes after reads are a new handling, ops_run_io once they are back)
-    ev += _r5d(100, 2, 0, read=True)
-    # blk_add_rq_to_plug flushing the plug as the new request (G) joins it: no session end
-    ev += _u(120, RAID5D, MEMBERS[2])
+    # session 1: row 0 reconstruct-write (reads of members 2 and 1, then writes of the parity
+    # and members 1 and 0: writes after reads are a new handling, ops_run_io once they are
+    # back). Member 2's request has grown to 128 KiB (BLK_PLUG_FLUSH_SIZE) when member 1's
+    # joins: blk_add_rq_to_plug flushes the plug, a U after that G: no session end
+    ev += _r5d(100, 2, 0, read=True) + _merged(105, 2, 8, 248)
+    ev += _r5d(108, 1, 0, read=True) + _u(120, RAID5D, MEMBERS[2])
     ev += _r5d(200, 3, 0) + _r5d(205, 1, 0) + _r5d(210, 0, 0)
     ev += _r5d(220, 0, 8, getrq=False)  # row 8: merged into member 0's request
     # blk_finish_plug: U after a Q ends the session (a second U is the same flush)
     ev += _u(230, RAID5D, MEMBERS[3]) + _u(231, RAID5D, MEMBERS[0])
-    # session 2: row 0 again (member 0 comes again: a new handling); a flush for a new
-    # request, then a UT (raid5d slept with its plug): that ends the session
-    ev += _r5d(300, 0, 0) + _r5d(310, 1, 0)
+    # session 2: row 0 again (member 1 after member 0: a new handling); a flush for a new
+    # request (member 1's has grown to 128 KiB), then a UT (raid5d slept with its plug):
+    # that ends the session
+    ev += _r5d(300, 1, 0) + _merged(305, 1, 8, 248, RWBS_WRITE | RWBS_SYNC) + _r5d(310, 0, 0)
     ev += _u(315, RAID5D, MEMBERS[0]) + _u(320, RAID5D, MEMBERS[1], ACT_UNPLUG_TIMER)
     # session 3: row 16 on member 2, merged (no G), then blk_finish_plug
     ev += _r5d(400, 2, 16, getrq=False) + _u(410, RAID5D, MEMBERS[2])
+    # session 4: row 24 on members 3 and 2, two 4 KiB requests: the U right after the second
+    # G cannot be blk_add_rq_to_plug's flush (no request of 128 KiB, 2 of 32): it is
+    # blk_finish_plug, the session ends there
+    ev += _r5d(500, 3, 24) + _r5d(505, 2, 24) + _u(600, RAID5D, MEMBERS[3])
+    ev += _u(601, RAID5D, MEMBERS[2])
     return ev
 
 
@@ -129,24 +142,42 @@ def test_raid5d_runs_reads_handlings_and_their_members():
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
     runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 50)
     assert runs is not None
-    # a handling starts at its first Q (t + 1 in _r5d; times since t0 = 50). Row 0: the read
-    # (100), the writes after it (200), member 0 again (300); rows 8 and 16 alone; the
-    # writer's own remapped read (61) is not raid5d's
-    assert runs.rows == {0: [51, 151, 251], 8: [171], 16: [351]}
-    assert runs.writes == {0: [0, 0b1011, 0b0011], 8: [0b0001], 16: [0b0100]}
-    assert runs.reads == {0: [0b0100, 0, 0], 8: [0], 16: [0]}
+    # a handling starts at its first Q (t + 1 in _r5d; times since t0 = 50). Row 0: the reads
+    # (100), the writes after them (200), member 1 after member 0 (300); rows 8, 16 and 24
+    # alone; the writer's own remapped read (61) is not raid5d's
+    assert runs.rows == {0: [51, 151, 251], 8: [171], 16: [351], 24: [451]}
+    assert runs.writes == {0: [0, 0b1011, 0b0011], 8: [0b0001], 16: [0b0100], 24: [0b1100]}
+    assert runs.reads == {0: [0b0110, 0, 0], 8: [0], 16: [0], 24: [0]}
+
+
+def test_a_member_above_the_previous_one_starts_a_new_handling():
+    """ops_run_io submits a handling's bios from the last member to the first
+    (``for (i = disks; i--; )``): a row's bio on a member above the previous one is raid5d's
+    next handling of the row, even where that member did not come before (7.3's sync
+    handled a row's block 3 with the parity, 28 ms later the row's blocks 0, 1 and 4: the
+    first handling had been read as members {2, 3, 4} and the second as {0, 1, 2})."""
+    ev = _q(0, 1, 0) + _u(5, 1)
+    ev += _r5d(100, 2, 0) + _r5d(110, 1, 0) + _u(120, RAID5D, MEMBERS[1])
+    ev += _r5d(1_000, 3, 0) + _r5d(1_010, 0, 0) + _u(1_020, RAID5D, MEMBERS[3])
+    table = _table(ev)
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 0)
+    assert runs is not None
+    assert runs.rows == {0: [101, 1_001]}
+    assert runs.writes == {0: [0b0110, 0b1001]}
 
 
 def test_raid5d_sessions_end_at_its_finish_plug_not_at_a_flush_of_a_new_request():
     """A U right after raid5d's own G is ``blk_add_rq_to_plug`` flushing the plug for the new
-    request, inside the session; a U after a Q is ``blk_finish_plug``; a UT (from schedule)
-    always ends the session."""
+    request, inside the session, when the plug held a request of BLK_PLUG_FLUSH_SIZE (or the
+    request count limit); a U after a Q, or after a G no flush-on-add could come from, is
+    ``blk_finish_plug``; a UT (from schedule) always ends the session."""
     table = _table(_raid5d_trace())
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
     runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 50)
     assert runs is not None
-    assert runs.session_start == [51, 251, 351]
-    assert runs.session_end == [180, 270, 360]
+    assert runs.session_start == [51, 251, 351, 451]
+    assert runs.session_end == [180, 270, 360, 550]
 
 
 def test_raid5d_runs_need_a_raid456_top_and_raid5d_s_bios():
