@@ -338,11 +338,13 @@ def _schedule_flushes(table: EventTable, q_rows: npt.NDArray[np.intp], t0: int
         return out
     tm = table.time_ns.astype(np.int64)
     placed = (act == ACT_GETRQ) | (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)
+    top = table.dev[q_rows[0]] if len(q_rows) else -1
     for p in np.unique(table.pid[q_rows]).tolist():
         mine = table.pid == p
         tt = np.unique(tm[ut & mine])
         if not len(tt):
             continue
+        top_ut = tm[ut & mine & (table.dev == top)]
         qt = tm[q_rows[table.pid[q_rows] == p]]
         pt = np.sort(tm[placed & mine])
         # the bio queued last before the sleep: when no request was allocated or merged for
@@ -353,7 +355,17 @@ def _schedule_flushes(table: EventTable, q_rows: npt.NDArray[np.intp], t0: int
         has_q = k >= 0
         tq = np.where(has_q, qt[np.maximum(k, 0)], tt)
         done = np.searchsorted(pt, tt, side="right") - np.searchsorted(pt, tq, side="left")
-        at = np.where(has_q & (done == 0), tq - 1, tt)
+        inside = has_q & (done == 0)
+        # md's own UT (raid5_unplug, the plug callback a stripe_head put there) a second time
+        # with no bio queued since the first: the callback had run at the first, so the
+        # thread woke, finished that bio's submission (raid5_make_request went on once it had
+        # its stripe_head: release_stripe_plug) and slept again with that stripe on its
+        # plug, not inside the same bio twice (a blk-mq flush's UT per queue has requests
+        # placed before it)
+        again = np.zeros(len(k), dtype=bool)
+        again[1:] = has_q[1:] & (k[1:] == k[:-1]) & np.isin(tt[1:], top_ut)
+        inside &= ~again
+        at = np.where(inside, tq - 1, tt)
         out[int(p)] = np.unique(at) - t0
     return out
 

@@ -482,3 +482,24 @@ def test_a_degraded_read_is_cut_where_the_trace_shows_raid5d_finishing_its_plug(
                                            if k != "raid5d_read_sessions"})
     got = [(m, s, n) for _, m, s, n, _ in _reads(replay(bare, stack, pol, engine="python"))]
     assert got == [(0, 0, 24)]
+
+
+# --- md's second sleep ----------------------------------------------------------------------------
+def test_md_s_second_sleep_with_no_bio_since_keeps_that_bio_s_stripe_on_the_plug():
+    """The flusher (pid 1) queues row 0's block 0 and its md UT follows at once: it slept
+    inside that bio (raid5_get_active_stripe), its plug flushed before the bio's stripe was
+    on it. Its next md UT, 3 ms later with no bio queued since, is a second sleep after it
+    finished that bio: the stripe waits on its plug until then (raid5_unplug from
+    schedule). Read as a second sleep inside the same bio, the stripe went to raid5d at
+    once and was handled, with the second writer's blocks, at raid5d's traced handling at
+    1 ms, before the flusher let it go."""
+    ev = _q(100, 1, 0) + _u(120, 1, act=ACT_UNPLUG_TIMER)
+    ev += _u(3_000_000, 1, act=ACT_UNPLUG_TIMER) + _q(3_500_000, 1, 1024) + _u(3_500_010, 1)
+    ev += _q(500_000, 2, 128) + _q(500_001, 2, 256) + _u(500_010, 2)
+    for t0 in (1_000_000, 3_100_000):
+        for k, m in enumerate([3, 2, 1, 0]):
+            ev += _r5d(t0 + 10 * k, m, 0)
+        ev += _u(t0 + 100, RAID5D, MEMBERS[0])
+    out = _replay(ev)
+    row0 = [t for t, _m, s, _n, r in _member(out, ACT_QUEUE) if s == 0 and r & RWBS_WRITE]
+    assert len(row0) == 4 and min(row0) >= 3_000_000
