@@ -23,6 +23,7 @@ and ``meta["model"]`` naming the policy, stack and seed. Deterministic for a giv
 
 from __future__ import annotations
 
+import bisect
 import functools
 import heapq
 import operator
@@ -260,6 +261,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         runs = raid5d_runs(table, rows, stack, int(table.time_ns[rows].min()))
         if runs is not None:
             meta["raid5d_runs"] = runs
+            served = traced_service(table, int(table.time_ns[rows].min()))
+            if served.shape[1]:
+                meta["traced_service"] = served
         read_sessions = read_plug_sessions(table, rows, stack)
         if read_sessions is not None:
             meta["raid5d_read_sessions"] = read_sessions
@@ -318,6 +322,37 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
                      plug=plug, seg_bytes=np.zeros(n, np.int64), bio_pages=np.zeros(n, np.int64),
                      app_io=False, depth=depth, comm=comm, top_dev=top_dev,
                      meta=meta)
+
+
+def traced_service(table: EventTable, t0: int) -> npt.NDArray[np.int64]:
+    """Every request the trace shows a device serve: columns ``[dev, sector, nr, write, D, C]``
+    (times in ns since ``t0``), each D paired with the first C of the same request
+    (device, sector, size, direction) after it.
+
+    Under emulation a request's service is the host's I/O thread, which no device model
+    predicts from sector and size; where the replay issues the request the trace shows, the
+    trace's C is the evidence of when the device finished it (see
+    :meth:`workers.model.submit.Engine.traced_completion`).
+    """
+    act = table.action
+    tm = table.time_ns.astype(np.int64).tolist()
+    dev = table.dev.astype(np.int64).tolist()
+    sec = table.sector.astype(np.int64).tolist()
+    nr = table.nr_sectors.astype(np.int64).tolist()
+    wr = ((table.rwbs.astype(np.int64) & RWBS_WRITE) != 0).astype(np.int64).tolist()
+    order = np.argsort(table.time_ns, kind="stable")
+    done: dict[tuple[int, int, int, int], list[int]] = {}
+    for i in order[(act[order] == ACT_COMPLETE) & (table.nr_sectors[order] > 0)].tolist():
+        done.setdefault((dev[i], sec[i], nr[i], wr[i]), []).append(tm[i])
+    out = []
+    for i in order[(act[order] == ACT_ISSUE) & (table.nr_sectors[order] > 0)].tolist():
+        ends = done.get((dev[i], sec[i], nr[i], wr[i]))
+        if not ends:
+            continue
+        k = bisect.bisect_left(ends, tm[i])
+        if k < len(ends):
+            out.append((dev[i], sec[i], nr[i], wr[i], tm[i] - t0, ends.pop(k) - t0))
+    return np.array(out, dtype=np.int64).reshape(-1, 6).T
 
 
 def _schedule_flushes(table: EventTable, q_rows: npt.NDArray[np.intp], t0: int
@@ -596,6 +631,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         eng.r5_reads = dict(runs.reads)
         eng.r5_session_start = list(runs.session_start)
         eng.r5_session_end = list(runs.session_end)
+    served = bios.meta.get("traced_service")
+    if served is not None and isinstance(runs, Raid5dRuns) and not bios.app_io:
+        # on the trace's clock, a member request the trace shows completes when it did there
+        eng.set_traced_service(np.asarray(served, np.int64))
     top = stack.top.dev
     layouts: dict[int, MemoryLayout] = {}
     hint = bios.meta.get("mirror_reads")

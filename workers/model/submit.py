@@ -54,6 +54,9 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from workers.errors import ModelConfigError
 from workers.events import (
     ACT_BACKMERGE,
@@ -210,13 +213,23 @@ class R5Cache:
     forgets what it held (``init_stripe``). Free stripe_heads are used before any is evicted.
     """
 
-    __slots__ = ("cap", "inactive", "active")
+    __slots__ = ("cap", "inactive", "active", "live", "held")
 
     def __init__(self, size: int) -> None:
         n = NR_STRIPE_HASH_LOCKS
         self.cap = [size // n + (1 if h < size % n else 0) for h in range(n)]
         self.inactive: list[OrderedDict[int, frozenset[int]]] = [OrderedDict() for _ in range(n)]
         self.active = [0] * n
+        #: rows with a stripe_head active now (handed out by get, not yet put back), and the
+        #: pages of a row put back while another stripe_head of it is still active (the
+        #: kernel's one stripe_head of the row: active, so on no inactive list to be evicted)
+        self.live: dict[int, int] = {}
+        self.held: dict[int, frozenset[int]] = {}
+
+    def peek(self, msec: int) -> frozenset[int]:
+        """The row's up-to-date blocks as the cache holds them now (nothing activated)."""
+        up = self.held.get(msec)
+        return up if up is not None else self.inactive[self.hash_of(msec)].get(msec, frozenset())
 
     @staticmethod
     def hash_of(msec: int) -> int:
@@ -232,12 +245,20 @@ class R5Cache:
             if lst and len(lst) + self.active[h] >= self.cap[h]:
                 lst.popitem(last=False)
         self.active[h] += 1
+        self.live[msec] = self.live.get(msec, 0) + 1
         return up
 
     def put(self, msec: int, up: frozenset[int]) -> None:
         """Release the row's stripe_head (its I/O done) to the tail of its inactive list."""
         h = self.hash_of(msec)
         self.active[h] = max(self.active[h] - 1, 0)
+        left = self.live.get(msec, 0) - 1
+        if left > 0:
+            self.live[msec] = left
+            self.held[msec] = up
+            return
+        self.live.pop(msec, None)
+        self.held.pop(msec, None)
         lst = self.inactive[h]
         lst.pop(msec, None)
         lst[msec] = up
@@ -248,7 +269,8 @@ class R5Stripe:
 
     __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
                  "remaining", "phase", "pid", "array_sector", "up", "uptodate", "preread",
-                 "full", "owner", "due", "opf", "due_mask", "block_pieces", "reload")
+                 "full", "owner", "due", "opf", "due_mask", "block_pieces", "reload",
+                 "after")
 
     def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
@@ -287,6 +309,9 @@ class R5Stripe:
         #: take the stripe cache's up-to-date blocks again when handled (a row's later
         #: writes, split off while raid5d handled the earlier ones)
         self.reload = False
+        #: created while another stripe_head of the row had its I/O in flight: the kernel's
+        #: one stripe_head of the row, whose pages keep R5_UPTODATE after that I/O
+        self.after = False
 
 
 class MirrorRead(MdPiece):
@@ -451,6 +476,33 @@ class Engine:
         #: (:func:`workers.model.trace_plugs.kblockd_runs`), ascending
         self.placed = 0
         self.kblockd_at: list[int] = []
+        #: requests the trace shows served, (dev, sector, nr, write) -> [[D, C], ...], for a
+        #: replay on the trace's clock (see ``traced_completion``); None: the device model
+        self.served: dict[tuple[int, int, int, bool], list[list[int]]] | None = None
+
+    def set_traced_service(self, served: npt.NDArray[np.int64]) -> None:
+        """Take the trace's served requests (:func:`workers.model.replay.traced_service`)."""
+        self.served = {}
+        for dev, sec, nr, w, d, c in served.T.tolist():
+            self.served.setdefault((dev, sec, nr, bool(w)), []).append([d, c])
+
+    def traced_completion(self, dev: int, rq: Request, t: int) -> int | None:
+        """When a request the replay issues at ``t`` completes, where the trace shows the same
+        request (device, sector, size, direction) served: the trace's C of the occurrence
+        whose D is nearest ``t`` (each used once); None for a request the trace does not
+        have (a patched policy's, or one the replay merged otherwise), which the device
+        model serves.
+
+        Under emulation the device's service is the host's I/O thread, which no model of a
+        disk predicts: a member read that the model completes later than the trace moves the
+        write phase of its stripe out of the traced raid5d session that wrote it (the row
+        is then written whole with later blocks instead of once for the early one)."""
+        assert self.served is not None
+        occ = self.served.get((dev, rq.sector, rq.nr, rq.op != OP_READ))
+        if not occ:
+            return None
+        k = min(range(len(occ)), key=lambda j: abs(occ[j][0] - t))
+        return occ.pop(k)[1]
 
     # --- recording ---------------------------------------------------------------------------
     def ev(self, dev: int, pid: int, act: int, rwbs: int, sector: int, nr: int, aux: int = 0,
@@ -887,7 +939,9 @@ class Engine:
                     self.r5_pending[key] = sh
             if sh is None:
                 sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid, qd)
-                sh.uptodate = set(self.r5_cache[node.dev].get(s))
+                cache = self.r5_cache[node.dev]
+                sh.after = bool(cache.live.get(s))
+                sh.uptodate = set(cache.get(s))
             if sh.owner is None and self.plug is not None:
                 # release_stripe_plug: the first thread whose plug takes the stripe keeps it
                 # (test_and_set_bit(STRIPE_ON_UNPLUG_LIST)); a later writer only drops its
@@ -1108,6 +1162,7 @@ class Engine:
             return
         nxt = R5Stripe(sh.node, sh.msec, sh.pd, sh.pid, sh.qd)
         nxt.reload = True
+        nxt.after = True  # the same stripe_head in the kernel: what this handling leaves
         for i in late:
             nxt.written[i] = sh.written.pop(i)
             if i in sh.array_sector:
@@ -1228,6 +1283,8 @@ class Engine:
         if sh.reload:
             sh.uptodate = set(self.r5_cache[sh.node.dev].get(sh.msec))
             sh.reload = False
+        if sh.after:
+            sh.uptodate |= self.r5_cache[sh.node.dev].peek(sh.msec)
         n = len(sh.node.members)
         failed = set(sh.node.failed)
         up = sh.uptodate
@@ -1663,6 +1720,10 @@ class Engine:
             assert server is not None
             c = server.submit(t, rq.sector, rq.nr, rq.op != OP_READ and not is_discard_op(rq.op),
                               is_discard_op(rq.op))
+            if self.served is not None:
+                traced = self.traced_completion(dev, rq, t)
+                if traced is not None:
+                    c = traced
             c = max(int(c), t + 1)
             self.inflight[dev] += 1
             self.hseq += 1

@@ -22,6 +22,7 @@ import numpy as np
 
 from workers.events import (
     ACT_BACKMERGE,
+    ACT_COMPLETE,
     ACT_GETRQ,
     ACT_ISSUE,
     ACT_QUEUE,
@@ -482,6 +483,63 @@ def test_a_degraded_read_is_cut_where_the_trace_shows_raid5d_finishing_its_plug(
                                            if k != "raid5d_read_sessions"})
     got = [(m, s, n) for _, m, s, n, _ in _reads(replay(bare, stack, pol, engine="python"))]
     assert got == [(0, 0, 24)]
+
+
+# --- the trace's device service, a row's pages after its write -----------------------------------
+def _served(t_d: int, t_c: int, member: int, msec: int, *, read: bool) -> list[Event]:
+    """The member's D (raid5d's) and C of one 4 KiB request, as the trace shows them."""
+    rw = RWBS_READ if read else RWBS_WRITE | RWBS_SYNC
+    dev = MEMBERS[member]
+    return [(t_d, RAID5D, dev, ACT_ISSUE, msec, 8, rw, 0),
+            (t_c, 0, dev, ACT_COMPLETE, msec, 8, rw, 0)]
+
+
+def _rmw_then_rest(write_c: int) -> list[Event]:
+    """Row 0: the writer's block on member 0 (t=0), reconstruct-written by raid5d (reads of
+    members 2 and 1 at 100 us, served in 50 us; the writes of the parity and member 0 at
+    300 us, completing at ``write_c``); the row's other blocks (members 1 and 2) written at
+    500 us, and raid5d handling the row again at 2 ms, writing the parity, members 2 and 1."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0, rwbs=w) + _u(10, 1)
+    ev += _r5d(100_000, 2, 0, read=True) + _r5d(100_010, 1, 0, read=True)
+    ev += _u(100_100, RAID5D, MEMBERS[2])
+    ev += _served(100_110, 150_000, 2, 0, read=True) + _served(100_120, 150_010, 1, 0, read=True)
+    ev += _r5d(300_000, 3, 0) + _r5d(300_010, 0, 0) + _u(300_100, RAID5D, MEMBERS[3])
+    ev += _served(300_110, write_c, 3, 0, read=False)
+    ev += _served(300_120, write_c + 10, 0, 0, read=False)
+    ev += _q(500_000, 1, 128, rwbs=w) + _q(500_001, 1, 256, rwbs=w) + _u(500_010, 1)
+    for k, m in enumerate([3, 2, 1]):
+        ev += _r5d(2_000_000 + 10 * k, m, 0)
+    ev += _u(2_000_100, RAID5D, MEMBERS[1])
+    return ev
+
+
+def test_a_member_request_the_trace_shows_completes_when_it_did_there():
+    """On the trace's clock a member request that is the one the trace shows (device, sector,
+    size, direction) completes at the trace's C: the reconstruct-write's reads are back at
+    150 us, so its writes go at raid5d's traced handling (300 us), member 0 and the parity.
+    With the disk model's service (an HDD's milliseconds) the reads came back after the
+    row's other blocks arrived, and the row was written whole at 2 ms instead."""
+    out = _replay(_rmw_then_rest(400_000), "raid5:disks=4,chunk=64k,device=hdd")
+    reads = [d for d in _member(out, ACT_COMPLETE) if d[4] & RWBS_READ]
+    assert sorted(t for t, *_ in reads) == [150_000, 150_010]
+    early = sorted(m for t, m, _s, _n, r in _member(out, ACT_QUEUE)
+                   if r & RWBS_WRITE and t < 500_000)
+    assert early == [0, 3]
+
+
+def test_a_row_written_again_finds_the_blocks_its_last_write_left_up_to_date():
+    """The row's stripe_head keeps R5_UPTODATE on its pages after a write: blocks 1 and 2,
+    added while the write of block 0 and the parity is still in flight (it completes at
+    1 ms), are handled at 2 ms with every block up to date (read or written at the first
+    handling): no reads, the parity and members 2 and 1 written (as the trace shows); not a
+    read of block 0 for a reconstruct-write, as a stripe that forgot them would do."""
+    out = _replay(_rmw_then_rest(1_000_000), "raid5:disks=4,chunk=64k,device=hdd")
+    late_reads = [d for d in _reads(out) if d[0] > 500_000]
+    assert late_reads == []
+    late = sorted(m for t, m, _s, _n, r in _member(out, ACT_QUEUE)
+                  if r & RWBS_WRITE and t >= 2_000_000)
+    assert late == [1, 2, 3]
 
 
 # --- md's second sleep ----------------------------------------------------------------------------
