@@ -1332,8 +1332,9 @@ class Engine:
             self._stripe_bio(sh, i, OP_READ, RWBS_READ)
 
     def _first_handling(self, sh: R5Stripe) -> bool:
-        """Whether this is the replay's first ``handle_stripe`` of the top array's row."""
-        if sh.node is not self.stack.top or sh.msec in self.r5_seen:
+        """Whether this is the replay's first ``handle_stripe`` of the top array's row (asked
+        only where the trace says what raid5d read, ``r5_read_any``)."""
+        if self.r5_read_any is None or sh.node is not self.stack.top or sh.msec in self.r5_seen:
             return False
         self.r5_seen.add(sh.msec)
         return True
