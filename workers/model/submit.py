@@ -226,6 +226,10 @@ class R5Cache:
         self.live: dict[int, int] = {}
         self.held: dict[int, frozenset[int]] = {}
 
+    def holds(self, msec: int) -> bool:
+        """The row's stripe_head is in the cache (find_get_stripe finds it: no init_stripe)."""
+        return msec in self.inactive[self.hash_of(msec)]
+
     def peek(self, msec: int) -> frozenset[int]:
         """The row's up-to-date blocks as the cache holds them now (nothing activated)."""
         up = self.held.get(msec)
@@ -270,7 +274,7 @@ class R5Stripe:
     __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
                  "remaining", "phase", "pid", "array_sector", "up", "uptodate", "preread",
                  "full", "owner", "due", "opf", "due_mask", "block_pieces", "reload",
-                 "after")
+                 "after", "batch_ready")
 
     def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
@@ -312,6 +316,9 @@ class R5Stripe:
         #: created while another stripe_head of the row had its I/O in flight: the kernel's
         #: one stripe_head of the row, whose pages keep R5_UPTODATE after that I/O
         self.after = False
+        #: STRIPE_BATCH_READY: set by init_stripe alone (a stripe_head found in the cache
+        #: has not got it), cleared when raid5d first handles the stripe (clear_batch_ready)
+        self.batch_ready = True
 
 
 class MirrorRead(MdPiece):
@@ -941,6 +948,9 @@ class Engine:
                 sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid, qd)
                 cache = self.r5_cache[node.dev]
                 sh.after = bool(cache.live.get(s))
+                # init_stripe sets STRIPE_BATCH_READY; a stripe_head found in the cache
+                # (find_get_stripe), or one with I/O in flight, has not got it
+                sh.batch_ready = not (sh.after or cache.holds(s))
                 sh.uptodate = set(cache.get(s))
             if sh.owner is None and self.plug is not None:
                 # release_stripe_plug: the first thread whose plug takes the stripe keeps it
@@ -1163,6 +1173,7 @@ class Engine:
         nxt = R5Stripe(sh.node, sh.msec, sh.pd, sh.pid, sh.qd)
         nxt.reload = True
         nxt.after = True  # the same stripe_head in the kernel: what this handling leaves
+        nxt.batch_ready = False  # handled already: clear_batch_ready
         for i in late:
             nxt.written[i] = sh.written.pop(i)
             if i in sh.array_sector:
@@ -1210,14 +1221,17 @@ class Engine:
     def _joins_batch(cls, last: R5Stripe, sh: R5Stripe) -> bool:
         """``stripe_add_to_batch_list``: ``sh`` joins the batch whose last row is ``last``:
         the next row of the same array inside the same chunk ("Don't cross chunks, so stripe
-        pd_idx/qd_idx is the same"), both full-stripe writes (``stripe_can_batch``), and the
-        first data block written with the same flags (``bi_opf``)."""
+        pd_idx/qd_idx is the same"), both full-stripe writes with STRIPE_BATCH_READY
+        (``stripe_can_batch``: a stripe_head ``init_stripe`` made and raid5d has not handled
+        yet), and the first data block written with the same flags (``bi_opf``)."""
         node = sh.node
         chunk = node.chunk_sectors or STRIPE_SECTORS
         if last.node is not node or last.msec + STRIPE_SECTORS != sh.msec or \
                 not sh.msec % chunk:
             return False
         if not (cls._full_stripe_write(last) and cls._full_stripe_write(sh)):
+            return False
+        if not (last.batch_ready and sh.batch_ready):
             return False
         first = min(i for i in range(len(node.members)) if i != sh.pd and i != sh.qd)
         return last.opf.get(first) == sh.opf.get(first)
@@ -1320,6 +1334,7 @@ class Engine:
             else:
                 self._stripe_writes(sh)
             return
+        sh.batch_ready = False  # clear_batch_ready: handled, and not a full-stripe write
         if not sh.preread:
             # handle_stripe_dirtying: a write that must read first and is not
             # STRIPE_PREREAD_ACTIVE waits (STRIPE_DELAYED) for more writes to its row

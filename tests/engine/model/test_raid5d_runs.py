@@ -561,3 +561,21 @@ def test_md_s_second_sleep_with_no_bio_since_keeps_that_bio_s_stripe_on_the_plug
     out = _replay(ev)
     row0 = [t for t, _m, s, _n, r in _member(out, ACT_QUEUE) if s == 0 and r & RWBS_WRITE]
     assert len(row0) == 4 and min(row0) >= 3_000_000
+
+
+def test_a_row_whose_stripe_head_was_in_the_cache_joins_no_batch():
+    """STRIPE_BATCH_READY is set by ``init_stripe`` alone and cleared by the first
+    ``handle_stripe`` (``clear_batch_ready``): row 8, written and handled before, is found
+    in the stripe cache (``find_get_stripe``) when the chunk's rows 0..24 are written whole,
+    so ``stripe_can_batch`` fails for it: rows 0 and 8 are written stripe by stripe and only
+    rows 16 and 24 go as a batch (member by member). Batched whole, the bios went member by
+    member for all four rows."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 8, rwbs=w) + _u(10, 1)
+    ev += _q(20_000_000, 1, 0, 32, rwbs=w) + _q(20_000_001, 1, 128, 32, rwbs=w)
+    ev += _q(20_000_002, 1, 256, 32, rwbs=w) + _u(20_000_010, 1)
+    out = _replay(ev)
+    q = [(m, s) for t, m, s, _n, r in _member(out, ACT_QUEUE)
+         if t >= 20_000_000 and r & RWBS_WRITE]
+    assert q == [(3, 0), (2, 0), (1, 0), (0, 0), (3, 8), (2, 8), (1, 8), (0, 8),
+                 (3, 16), (3, 24), (2, 16), (2, 24), (1, 16), (1, 24), (0, 16), (0, 24)]
