@@ -270,40 +270,18 @@ def _other_run(path: Path, kernel: str) -> EventTable:
 
 
 def _with_md_sizes(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Member data sizes of an md linear array from the capture's ``md_examine.txt``.
-
-    Where md-linear moves to the next member (``which_dev`` over ``end_sector``) follows each
-    member's ``rdev->sectors``; a manifest without ``sizes_sectors`` would put the whole array
-    on the first member. The lab's capture directory keeps ``mdadm --examine`` output
-    (:func:`workers.model.stack.md_member_sizes`), ``md_members.txt`` (raid-disk order),
-    ``mdstat`` (array size) and ``md_params.txt`` (chunk size).
+    """Member data sizes of an md linear or raid10 array from the capture's files, for bundles
+    whose manifest does not carry ``sizes_sectors`` (the lab writes it since session 7):
+    without them md-linear would put the whole array on its first member and raid10 the far
+    copy of every write at the wrong sector (:func:`workers.lab.bundle.md_member_sizes_of`).
     """
-    from workers.model.stack import md_member_sizes
+    from workers.lab.bundle import md_member_sizes_of
 
     st = dict(manifest.get("stack") or {})
-    exam = path / "md_examine.txt"
-    if st.get("kind") != "linear" or st.get("sizes_sectors") or not exam.is_file():
+    if st.get("sizes_sectors"):
         return manifest
-    names: list[str] = []
-    mem = path / "md_members.txt"
-    if mem.is_file():
-        names = [b[1] for b in (ln.split() for ln in mem.read_text(errors="replace").splitlines())
-                 if len(b) == 3]
-    if not names:
-        return manifest
-    array = 0
-    mdstat = path / "mdstat"
-    if mdstat.is_file():
-        mo = re.search(r"^\s+(\d+) blocks", mdstat.read_text(errors="replace"), re.M)
-        array = int(mo.group(1)) * 2 if mo else 0
-    chunk = 0
-    params = path / "md_params.txt"
-    if params.is_file():
-        mo = re.search(r"^chunk_size (\d+)", params.read_text(errors="replace"), re.M)
-        chunk = int(mo.group(1)) >> 9 if mo else 0
-    sizes = md_member_sizes(exam.read_text(errors="replace"), names, array_sectors=array,
-                            chunk_sectors=chunk)
-    if len(sizes) != len(st.get("members") or ()):
+    sizes = md_member_sizes_of(path, str(st.get("kind") or ""))
+    if not sizes or len(sizes) != len(st.get("members") or ()):
         return manifest
     st["sizes_sectors"] = list(sizes)
     return {**manifest, "stack": st}

@@ -70,6 +70,47 @@ def md_data_offset(examine: str) -> int | None:
     return int(mo.group(1)) if mo else None
 
 
+#: md personalities whose mapping needs every member's data size (``sizes_sectors``)
+SIZED_MD_KINDS = ("linear", "raid10")
+
+
+def md_member_sizes_of(case_dir: Path, kind: str) -> tuple[int, ...]:
+    """Member data sizes (sectors, raid-disk order) of an md linear or raid10 array captured
+    in ``case_dir``; ``()`` for other kinds or where the files do not say.
+
+    md-linear moves to the next member where each member's ``rdev->sectors`` ends
+    (``which_dev`` over ``end_sector``; ``linear_conf`` rounds each down to whole chunks), and
+    raid10's far copies lie ``geo.stride`` sectors into every member, which ``calc_sectors``
+    derives from the array's one ``mddev->dev_sectors``: every member has the examined
+    member's size, not a share of the array. Read from ``md_examine.txt`` (``mdadm
+    --examine``'s ``Avail Dev Size``, :func:`workers.model.stack.md_member_sizes`),
+    ``md_members.txt`` (raid-disk order), ``mdstat`` (a linear array's size, for members not
+    examined) and ``md_params.txt`` (chunk size).
+    """
+    from workers.model.stack import md_member_sizes
+
+    exam = case_dir / "md_examine.txt"
+    mem = case_dir / "md_members.txt"
+    if kind not in SIZED_MD_KINDS or not exam.is_file() or not mem.is_file():
+        return ()
+    names = [b[1] for b in (ln.split() for ln in mem.read_text(errors="replace").splitlines())
+             if len(b) == 3]
+    if not names:
+        return ()
+    array = 0
+    mdstat = case_dir / "mdstat"
+    if mdstat.is_file() and kind == "linear":
+        mo = re.search(r"^\s+(\d+) blocks", mdstat.read_text(errors="replace"), re.M)
+        array = int(mo.group(1)) * 2 if mo else 0
+    chunk = 0
+    params = case_dir / "md_params.txt"
+    if params.is_file():
+        mo = re.search(r"^chunk_size (\d+)", params.read_text(errors="replace"), re.M)
+        chunk = int(mo.group(1)) >> 9 if mo else 0
+    return md_member_sizes(exam.read_text(errors="replace"), names, array_sectors=array,
+                           chunk_sectors=chunk)
+
+
 def toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -136,6 +177,9 @@ def build_manifest(case_dir: Path, *, stack_fields: dict[str, Any], workload: di
         off = md_data_offset(exam.read_text(errors="replace"))
         if off is not None:
             stack["data_offset_sectors"] = off
+    sizes = md_member_sizes_of(case_dir, str(stack.get("kind") or ""))
+    if sizes and len(sizes) == len(members):
+        stack["sizes_sectors"] = list(sizes)
     mdp = case_dir / "md_params.txt"
     if mdp.exists():  # raid4/5/6: how many stripe_heads the stripe cache keeps
         mo = re.search(r"^stripe_cache_size\s+(\d+)", mdp.read_text(errors="replace"), re.M)

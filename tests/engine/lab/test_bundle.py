@@ -19,6 +19,7 @@ from workers.events import ACT_QUEUE
 from workers.lab.bundle import (
     build_manifest,
     md_data_offset,
+    md_member_sizes_of,
     parse_queue_limits,
     toml_dump,
     write_bundle,
@@ -135,3 +136,22 @@ def test_loop_extent_map_reaches_the_manifest_and_the_archive(tmp_path: Path) ->
     m = build_manifest(case, stack_fields={"kind": "loop"}, workload={}, lab={"notes": []})
     assert "file_extents" not in m["stack"]
     assert any("filefrag" in n for n in m["lab"]["notes"])
+
+
+FIDELITY = Path(__file__).resolve().parents[2] / "data" / "fidelity"
+
+
+def test_md_raid10_and_linear_sizes_reach_the_manifest(tmp_path: Path) -> None:
+    """raid10's far copies lie geo.stride into every member (calc_sectors over the array's one
+    mddev->dev_sectors): every member gets the examined member's data size, though mdadm
+    --examine ran on one member only; raid5 gets none (its mapping needs no size)."""
+    case = tmp_path / "r10"
+    shutil.copytree(FIDELITY / "6.1.0-57-amd64" / "r10f2_d3_c64_ddw256k", case)
+    (case / "blkreview.toml").unlink()
+    assert (case / "md_examine.txt").read_text().count("Avail Dev Size") == 1
+    m = build_manifest(case, stack_fields={"kind": "raid10", "chunk_kb": 64, "layout": "f2",
+                                           "raid_disks": 3},
+                       workload={"command": "dd", "kind": "dd"}, lab={}, role="")
+    assert m["stack"]["sizes_sectors"] == [2093056] * 3
+    assert md_member_sizes_of(case, "raid5") == ()
+    assert "sizes_sectors" not in _manifest()["stack"]

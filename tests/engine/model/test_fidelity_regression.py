@@ -53,6 +53,12 @@ CALIBRATION = {
     # the thread that took them, raid5d's handlings and plug sessions read from the trace,
     # stripe batches of full rows, a late block left for the next handling (was 0.694)
     "6.12.117+deb13-amd64/r5_d5_c128_writeback_24M": 0.905,
+    # raid10 far copies at geo.stride, which calc_sectors derives from the members' data size
+    # (md_examine.txt; was 0.511: every far copy at the wrong sector)
+    "6.1.0-57-amd64/r10f2_d3_c64_ddw256k": 0.998,
+    # raid1 read_balance starts from the trace's first read (udev's probe moved the first
+    # member's head), and the scan keeps the sequential member (was 0.000: every read on vda)
+    "7.2.13+deb14-amd64/r1_d2_dd1M": 1.000,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
