@@ -27,7 +27,7 @@ rows without such evidence are handled at once, as before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,7 @@ from workers.events import (
     ACT_BACKMERGE,
     ACT_FRONTMERGE,
     ACT_GETRQ,
+    ACT_MESSAGE,
     ACT_QUEUE,
     ACT_REMAP,
     ACT_UNPLUG_IO,
@@ -66,6 +67,7 @@ class Raid5dRuns:
         reads: the same for the members it read.
         session_start / session_end: raid5d's plug sessions, in time order: the first bio
             and the U that flushed the plug at ``blk_finish_plug``.
+        dirtied: the rows raid5d's ``handle_stripe_dirtying`` traced a message for, when.
     """
 
     rows: dict[int, list[int]]
@@ -73,6 +75,10 @@ class Raid5dRuns:
     reads: dict[int, list[int]]
     session_start: list[int]
     session_end: list[int]
+    #: stripe row -> sorted times of raid5d's ``handle_stripe_dirtying`` trace messages for
+    #: it ("raid5 rmw S N", "raid5 rcw S N Q D"): handlings that chose to read first, the
+    #: delayed ones (not STRIPE_PREREAD_ACTIVE) with no I/O to show them
+    dirtied: dict[int, list[int]] = field(default_factory=dict)
 
 
 def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | None,
@@ -143,7 +149,26 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
         masks.setdefault(r, []).append(w)
         rmasks.setdefault(r, []).append(rm)
     return Raid5dRuns(out, masks, rmasks, [a - t0 for a, _ in sessions],
-                      [b - t0 for _, b in sessions])
+                      [b - t0 for _, b in sessions], _dirtied(table, top_dev, t0))
+
+
+def _dirtied(table: EventTable, top_dev: int, t0: int) -> dict[int, list[int]]:
+    """Per stripe row, when ``handle_stripe_dirtying`` traced "raid5 rmw <sector> <rmw>" or
+    "raid5 rcw <sector> <rcw> <qread> <delayed>" (``mddev_add_trace_msg`` / the
+    ``blk_add_trace_msg`` of older kernels) on the array: raid5d handled the row then, and
+    chose to read first. A row that may not read yet (a plain write, not
+    STRIPE_PREREAD_ACTIVE) goes to the delayed list with no I/O: the message is the only
+    trace of that handling (which cleared its STRIPE_BATCH_READY)."""
+    out: dict[int, list[int]] = {}
+    msg = np.flatnonzero((table.action == ACT_MESSAGE) & (table.dev.astype(np.int64) == top_dev))
+    for i in msg.tolist():
+        text = table.comms[int(table.comm[i])].split()
+        if len(text) >= 3 and text[0] == "raid5" and text[1] in ("rmw", "rcw") and \
+                text[2].isdigit():
+            out.setdefault(int(text[2]), []).append(int(table.time_ns[i]) - t0)
+    for v in out.values():
+        v.sort()
+    return out
 
 
 def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.intp]

@@ -274,7 +274,7 @@ class R5Stripe:
     __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
                  "remaining", "phase", "pid", "array_sector", "up", "uptodate", "preread",
                  "full", "owner", "due", "opf", "due_mask", "block_pieces", "reload",
-                 "after", "batch_ready")
+                 "after", "batch_ready", "born")
 
     def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
@@ -319,6 +319,8 @@ class R5Stripe:
         #: STRIPE_BATCH_READY: set by init_stripe alone (a stripe_head found in the cache
         #: has not got it), cleared when raid5d first handles the stripe (clear_batch_ready)
         self.batch_ready = True
+        #: when the stripe was made (the model's clock)
+        self.born = 0
 
 
 class MirrorRead(MdPiece):
@@ -419,6 +421,8 @@ class Engine:
         #: for each of those runs, the members it wrote and read (bits)
         self.r5_writes: dict[int, list[int]] = {}
         self.r5_reads: dict[int, list[int]] = {}
+        #: when raid5d's handle_stripe_dirtying traced a message for a row (raid5d_runs)
+        self.r5_dirtied: dict[int, list[int]] = {}
         #: stripe row -> every member the trace shows raid5d reading for the row (bits), or
         #: None without such a trace; clock-free, so kept at any depth (see
         #: ``Engine._cached_before_trace``), and the rows the replay has handled since
@@ -946,6 +950,7 @@ class Engine:
                     self.r5_pending[key] = sh
             if sh is None:
                 sh = self.r5_pending[key] = R5Stripe(node, s, pd, bio.pid, qd)
+                sh.born = self.now
                 cache = self.r5_cache[node.dev]
                 sh.after = bool(cache.live.get(s))
                 # init_stripe sets STRIPE_BATCH_READY; a stripe_head found in the cache
@@ -1200,6 +1205,9 @@ class Engine:
         ``handle_stripe`` of the batch head does the whole batch."""
         out: list[R5Stripe] = []
         taken: set[int] = set()
+        if self.r5_dirtied:
+            for sh in list(due) + list(self.r5_pending.values()):
+                self._handled_meanwhile(sh)
         for sh in sorted(due, key=lambda sh: (sh.due, sh.node.dev, sh.msec)):
             if id(sh) in taken:
                 continue
@@ -1216,6 +1224,18 @@ class Engine:
                 last = nxt
                 nxt = self.r5_pending.get((nxt.node.dev, nxt.msec + STRIPE_SECTORS))
         return out
+
+    def _handled_meanwhile(self, sh: R5Stripe) -> None:
+        """raid5d handled the row since the stripe was made where the trace shows a
+        ``handle_stripe_dirtying`` message for it (a delayed row: no I/O): its
+        STRIPE_BATCH_READY is cleared (``clear_batch_ready``)."""
+        if not sh.batch_ready or sh.node is not self.stack.top:
+            return
+        times = self.r5_dirtied.get(sh.msec)
+        if times:
+            k = bisect.bisect_left(times, sh.born)
+            if k < len(times) and times[k] <= self.now:
+                sh.batch_ready = False
 
     @classmethod
     def _joins_batch(cls, last: R5Stripe, sh: R5Stripe) -> bool:

@@ -25,6 +25,7 @@ from workers.events import (
     ACT_COMPLETE,
     ACT_GETRQ,
     ACT_ISSUE,
+    ACT_MESSAGE,
     ACT_QUEUE,
     ACT_REMAP,
     ACT_UNPLUG_IO,
@@ -579,3 +580,36 @@ def test_a_row_whose_stripe_head_was_in_the_cache_joins_no_batch():
          if t >= 20_000_000 and r & RWBS_WRITE]
     assert q == [(3, 0), (2, 0), (1, 0), (0, 0), (3, 8), (2, 8), (1, 8), (0, 8),
                  (3, 16), (3, 24), (2, 16), (2, 24), (1, 16), (1, 24), (0, 16), (0, 24)]
+
+
+def test_a_row_raid5d_handled_without_io_joins_no_batch():
+    """raid5d handles a plain write's partial row (row 8's block on member 1) and delays it
+    (not STRIPE_PREREAD_ACTIVE: no reads, no I/O at all); ``handle_stripe_dirtying``'s trace
+    message ("raid5 rcw 8 1 0 1") is the only sign of it, and that handling cleared the
+    row's STRIPE_BATCH_READY. When the chunk's rows 0..24 are full and raid5d writes them,
+    row 8 goes stripe by stripe and the batch is rows 16 and 24 (``raid5d_runs`` reads the
+    messages into ``dirtied``); without the message the four rows went as one batch."""
+    ev = _q(0, 1, 136) + _u(10, 1)  # row 8's block on member 1
+    ev += _q(1_000_000, 1, 0, 32) + _q(1_000_001, 1, 128, 8) + _q(1_000_002, 1, 144, 16)
+    ev += _q(1_000_003, 1, 256, 32) + _u(1_000_010, 1)
+    for t0, row in ((2_000_000, 0), (2_000_100, 8)):
+        for k, m in enumerate([3, 2, 1, 0]):
+            ev += _r5d(t0 + 10 * k, m, row)
+    for k, m in enumerate([3, 2, 1, 0]):  # the batch of rows 16 and 24, member by member
+        ev += _r5d(2_000_200 + 20 * k, m, 16) + _r5d(2_000_205 + 20 * k, m, 24)
+    ev += _u(2_000_500, RAID5D, MEMBERS[0])
+    table = _table(ev)
+    msg = EventTable.from_columns(time_ns=[500_000], dev=[MD], action=[ACT_MESSAGE],
+                                  pid=[RAID5D], comm=[1])
+    msg.comms = [msg.comms[0], "raid5 rcw 8 1 0 1"]
+    table = EventTable.concat([table, msg])
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack, int(table.time_ns[q].min()))
+    assert runs is not None and runs.dirtied == {8: [500_000]}
+    out = replay(bios_from_table(table, MD, stack=stack), stack, preset_for_kernel("6.1"),
+                 engine="python")
+    got = [(m, s) for t, m, s, _n, r in _member(out, ACT_QUEUE)
+           if t >= 2_000_000 and r & RWBS_WRITE]
+    assert got[:8] == [(3, 0), (2, 0), (1, 0), (0, 0), (3, 8), (2, 8), (1, 8), (0, 8)]
+    assert got[8:] == [(3, 16), (3, 24), (2, 16), (2, 24), (1, 16), (1, 24), (0, 16), (0, 24)]
