@@ -83,9 +83,6 @@ def resolve_kind(kind: str) -> tuple[str, str | None]:
     """
     k = _KIND_ALIASES.get(kind.strip().lower(), kind.strip().lower())
     if k in KINDS and k != "loop":  # loop: modelled from a manifest with an extent map only
-        if kind.strip().lower() == "raid4":
-            return "raid5", ("raid4 is modelled as raid5 (the parity rotates there; raid4 keeps "
-                             "it on the last disk)")
         return k, None
     if k in APPROXIMATIONS:
         target, why = APPROXIMATIONS[k]
@@ -350,9 +347,16 @@ def all_limits(stack: Stack, policy: Policy) -> dict[int, QueueLimits]:
 
 
 # --- mapping ---------------------------------------------------------------------------------
+#: raid4: md's level 4 keeps the parity on the last disk (``raid5_compute_sector``: ``case 4:
+#: pd_idx = data_disks``), which is raid5's ALGORITHM_PARITY_N; the model runs it as raid5
+RAID4_LAYOUT = "parity-last"
+
+
 def raid5_map(sector: int, chunk: int, raid_disks: int, layout: str = "left-symmetric"
               ) -> tuple[int, int, int]:
-    """(data disk, member sector without data_offset, parity disk): raid5_compute_sector."""
+    """(data disk, member sector without data_offset, parity disk): raid5_compute_sector
+    (the four rotating layouts, and ALGORITHM_PARITY_0 / ALGORITHM_PARITY_N: parity on the
+    first / last disk, which raid4 is)."""
     data_disks = raid_disks - 1
     chunk_number = sector // chunk
     off = sector % chunk
@@ -370,6 +374,10 @@ def raid5_map(sector: int, chunk: int, raid_disks: int, layout: str = "left-symm
     elif layout in ("right-symmetric", "right_symmetric", "3"):
         pd = stripe % raid_disks
         disk = (pd + 1 + dd_idx) % raid_disks
+    elif layout in ("parity-first", "parity_first", "4"):  # ALGORITHM_PARITY_0
+        pd, disk = 0, dd_idx + 1
+    elif layout in ("parity-last", "parity_last", "5"):  # ALGORITHM_PARITY_N, raid4
+        pd, disk = data_disks, dd_idx
     else:
         raise ModelConfigError(f"unknown raid5 layout {layout!r}")
     return disk, stripe * chunk + off, pd
@@ -448,9 +456,13 @@ def raid6_map(sector: int, chunk: int, raid_disks: int, layout: str = "left-symm
         pd = r
         qd = (pd + 1) % raid_disks
         disk = (pd + 2 + dd) % raid_disks
+    elif layout in ("parity-first", "parity_first", "4"):  # ALGORITHM_PARITY_0
+        pd, qd, disk = 0, 1, dd + 2
+    elif layout in ("parity-last", "parity_last", "5"):  # ALGORITHM_PARITY_N
+        pd, qd, disk = data_disks, data_disks + 1, dd
     else:
         raise ModelConfigError(f"raid6 layout {layout!r} is not modelled (left/right "
-                               "symmetric/asymmetric are)")
+                               "symmetric/asymmetric and parity-first/last are)")
     return disk, stripe * chunk + off, pd, qd
 
 
@@ -556,6 +568,7 @@ def stack_from_spec(spec: str) -> Stack:
     """
     text = spec.strip()
     kind, _, rest = text.partition(":")
+    raid4 = kind.strip().lower() == "raid4"
     kind, note = resolve_kind(kind)
     notes = (note,) if note else ()
     params: dict[str, str] = {}
@@ -573,6 +586,8 @@ def stack_from_spec(spec: str) -> Stack:
         raise ModelConfigError("disks must be a number") from None
     chunk = parse_size(params.pop("chunk", "512k")) >> 9
     layout = params.pop("layout", "")
+    if raid4:
+        layout = RAID4_LAYOUT
     data_offset = _int(params.pop("data_offset", "0"), "data_offset")
     device = params.pop("device", None)
     msize = parse_size(params.pop("size", "0")) >> 9
@@ -708,6 +723,8 @@ def stack_from_manifest(manifest: Any, *, device: Any = None) -> Stack:
     if not sizes and component:
         sizes = (_int(component, "component_size_sectors"),) * len(members)
     layout = str(st.get("layout", ""))
+    if str(st.get("kind", "")).strip().lower() == "raid4":
+        layout = RAID4_LAYOUT
     if kind == "raid0" and layout not in ("", "orig", "alt"):
         layout = "alt" if "alt" in layout else "orig"
     failed: list[int] = list(missing)

@@ -7,7 +7,13 @@ import pytest
 from workers.errors import ModelConfigError
 from workers.events import ACT_ISSUE, RWBS_WRITE
 from workers.model import bios_from_workload, preset_for_kernel, replay, stack_from_manifest
-from workers.model.stack import raid6_map, raid10_copies, raid10_geometry, stack_from_spec
+from workers.model.stack import (
+    raid5_map,
+    raid6_map,
+    raid10_copies,
+    raid10_geometry,
+    stack_from_spec,
+)
 from workers.model.submit import Engine
 
 
@@ -222,3 +228,24 @@ def test_manifest_of_a_degraded_array_listing_only_present_members():
         assert _d(t, x) == [(4096 + 128, 128, "R")]
     with pytest.raises(ModelConfigError, match="raid_disks"):
         stack_from_manifest({"stack": {**manifest["stack"], "raid_disks": 5}})
+
+
+def test_raid4_keeps_parity_on_the_last_disk():
+    """md level 4 (raid5_compute_sector: case 4, pd_idx = data_disks) is raid5's
+    ALGORITHM_PARITY_N, modelled exactly (no approximation note); PARITY_0 puts it first."""
+    stack = stack_from_spec("raid4:disks=4,chunk=64k")
+    assert stack.top.kind == "raid5" and stack.top.layout == "parity-last" and not stack.notes
+    assert [raid5_map(c * 128, 128, 4, "parity-last") for c in range(4)] == [
+        (0, 0, 3), (1, 0, 3), (2, 0, 3), (0, 128, 3)]
+    assert [raid5_map(c * 128, 128, 4, "parity-first") for c in range(4)] == [
+        (1, 0, 0), (2, 0, 0), (3, 0, 0), (1, 128, 0)]
+    assert raid6_map(3 * 128, 128, 5, "parity-first") == (2, 128, 0, 1)
+    assert raid6_map(3 * 128, 128, 5, "parity-last") == (0, 128, 3, 4)
+    # a full-stripe write: data on the first three members, parity on the last, every row
+    m = stack.top.members
+    t = replay(bios_from_workload("dd:bs=192k,count=2,op=write"), stack, preset_for_kernel("6.1"))
+    writes = [[s for s, _n, op in _d(t, node) if op == "W"] for node in m]
+    assert all(writes) and writes[3] == writes[0]
+    manifest = {"kernel": "6.1.0-57-amd64", "stack": {
+        "top": "9,0", "kind": "raid4", "chunk_kb": 64, "members": ["8,0", "8,16", "8,32"]}}
+    assert stack_from_manifest(manifest).top.layout == "parity-last"
