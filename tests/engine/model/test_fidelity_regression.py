@@ -77,6 +77,10 @@ EVALUATION = {
     # dispatched by kblockd once dd stops, the pieces of a read merged (was 0.186); + where
     # the worker got dd's CPU at a tick inside a read, read from its D (was 0.938)
     "7.3.4+deb13-amd64/q1_r5_d4_c64_dd1M": 1.000,
+    # raid4's parity on the last disk (raid5_compute_sector's case 4; it rotated as raid5)
+    "7.2.13+deb14-amd64/r4_d5_c128_dd1M": 1.000,
+    # raid1 reads from the member the trace's first read went to (was 0.000)
+    "7.2.13+deb14-amd64/r1_d3_dd256k": 1.000,
 }
 TOL = 0.0005  # the table's rounding (0.1 %) / 2
 
