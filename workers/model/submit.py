@@ -274,7 +274,7 @@ class R5Stripe:
     __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
                  "remaining", "phase", "pid", "array_sector", "up", "uptodate", "preread",
                  "full", "owner", "due", "opf", "due_mask", "block_pieces", "reload",
-                 "after", "batch_ready", "born")
+                 "after", "batch_ready", "born", "filled")
 
     def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
@@ -321,6 +321,9 @@ class R5Stripe:
         self.batch_ready = True
         #: when the stripe was made (the model's clock)
         self.born = 0
+        #: the order in which it became a full-stripe write (``stripe_can_batch`` first
+        #: true as ``add_stripe_bio`` added its last block); -1 not (yet) full
+        self.filled = -1
 
 
 class MirrorRead(MdPiece):
@@ -441,6 +444,8 @@ class Engine:
         self.r5_session_start: list[int] = []
         self.r5_session_end: list[int] = []
         self.r5_session: tuple[int, Plug] | None = None
+        #: counts the stripes that became full-stripe writes (``R5Stripe.filled``)
+        self.r5_fill_seq = 0
         self.r5_cache: dict[int, R5Cache] = {
             dev: R5Cache(node.stripe_cache) for dev, node in self.nodes.items()
             if node.kind in RAID456}
@@ -968,6 +973,9 @@ class Engine:
                 sh.written[disk] = sh.written.get(disk, 0) | mask
                 sh.array_sector[disk] = bio.sector + (s - msec)
                 sh.opf.setdefault(disk, bio.rwbs)
+                if sh.filled < 0 and self._full_stripe_write(sh):
+                    self.r5_fill_seq += 1
+                    sh.filled = self.r5_fill_seq
             else:
                 if disk in node.failed:
                     sh.wanted.update(i for i in range(len(node.members))
@@ -1243,7 +1251,9 @@ class Engine:
         the next row of the same array inside the same chunk ("Don't cross chunks, so stripe
         pd_idx/qd_idx is the same"), both full-stripe writes with STRIPE_BATCH_READY
         (``stripe_can_batch``: a stripe_head ``init_stripe`` made and raid5d has not handled
-        yet), and the first data block written with the same flags (``bi_opf``)."""
+        yet), the first data block written with the same flags (``bi_opf``), and ``last``
+        a full-stripe write already when ``sh`` became one (the join is made then, by
+        ``make_stripe_request``, looking back only)."""
         node = sh.node
         chunk = node.chunk_sectors or STRIPE_SECTORS
         if last.node is not node or last.msec + STRIPE_SECTORS != sh.msec or \
@@ -1252,6 +1262,12 @@ class Engine:
         if not (cls._full_stripe_write(last) and cls._full_stripe_write(sh)):
             return False
         if not (last.batch_ready and sh.batch_ready):
+            return False
+        if last.filled > sh.filled >= 0:
+            # "we only do back search": a row joins when it fills up (make_stripe_request
+            # -> stripe_add_to_batch_list with the row before it as head, which must be
+            # stripe_can_batch then); a row that filled before the row before it did heads
+            # its own batch, and that row, filling later, looks back only
             return False
         first = min(i for i in range(len(node.members)) if i != sh.pd and i != sh.qd)
         return last.opf.get(first) == sh.opf.get(first)

@@ -613,3 +613,21 @@ def test_a_row_raid5d_handled_without_io_joins_no_batch():
            if t >= 2_000_000 and r & RWBS_WRITE]
     assert got[:8] == [(3, 0), (2, 0), (1, 0), (0, 0), (3, 8), (2, 8), (1, 8), (0, 8)]
     assert got[8:] == [(3, 16), (3, 24), (2, 16), (2, 24), (1, 16), (1, 24), (0, 16), (0, 24)]
+
+
+def test_a_row_that_filled_before_the_row_before_it_heads_its_own_batch():
+    """``stripe_add_to_batch_list`` runs when a row becomes a full-stripe write
+    (``make_stripe_request``: ``stripe_can_batch``) and only looks back: the row joins the
+    batch of the row before it if that one is a full-stripe write by then. Rows 16 and 24
+    fill up (member 2's blocks) before row 8 does: row 16 cannot join row 8 and heads a
+    batch of its own (row 24 joins it); row 8, filling last, joins row 0. Two batches,
+    {0, 8} and {16, 24}, each written member by member; batched by rows alone (all four
+    full when raid5d handles them) the bios went member by member for all four rows."""
+    ev = _q(0, 1, 0, 32) + _q(1, 1, 128, 32)  # members 0 and 1: rows 0..24
+    ev += _q(2, 1, 256, 8)  # member 2, row 0: row 0 full
+    ev += _q(3, 1, 272, 16)  # member 2, rows 16 and 24: full before row 8
+    ev += _q(4, 1, 264, 8) + _u(10, 1)  # member 2, row 8: full last
+    out = _replay(ev)
+    got = [(m, s) for _t, m, s, _n, r in _member(out, ACT_QUEUE) if r & RWBS_WRITE]
+    assert got == [(3, 0), (3, 8), (2, 0), (2, 8), (1, 0), (1, 8), (0, 0), (0, 8),
+                   (3, 16), (3, 24), (2, 16), (2, 24), (1, 16), (1, 24), (0, 16), (0, 24)]
