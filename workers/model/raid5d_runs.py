@@ -43,6 +43,7 @@ from workers.events import (
     ACT_UNPLUG_TIMER,
     RWBS_META,
     RWBS_READ,
+    RWBS_WRITE,
     EventTable,
 )
 from workers.model.stack import RAID456, Stack
@@ -195,10 +196,14 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
     nr = table.nr_sectors[ev].astype(np.int64).tolist()
     dv = table.dev[ev].astype(np.int64).tolist()
     sec = table.sector[ev].astype(np.int64).tolist()
+    wr = ((table.rwbs[ev].astype(np.int64) & RWBS_WRITE) != 0).tolist()
     # raid5d's plug as blk_add_rq_to_plug sees it when a request joins: its requests
     # ([dev, start, end], grown by the bios merged into them) on how many queues. The request
     # it compares with BLK_PLUG_FLUSH_SIZE is the list's head (the newest on a LIFO plug list,
-    # the oldest on 6.13's FIFO one): any request of that size in the plug may have flushed it
+    # the oldest on 6.13's FIFO one): any request of that size in the plug may have flushed it.
+    # A bio merges into a request of its own direction (``blk_rq_merge_ok``: same req_op), at
+    # its end (M, ``bio_attempt_back_merge``) or its start (F): a write's M that ends where a
+    # read request of the same member starts is not that read's front merge
     rqs: list[list[int]] = []
     queues: set[int] = set()
     could_flush = False  # the request of the G just read could have flushed the plug
@@ -212,14 +217,16 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
         if ak == ACT_GETRQ:
             could_flush = len(rqs) >= (2 * _PLUG_MAX_RQ if len(queues) > 1 else _PLUG_MAX_RQ) \
                 or any(r[2] - r[1] >= _PLUG_FLUSH_SECTORS for r in rqs)
-            rqs.append([dv[k], sec[k], sec[k] + nr[k]])
+            rqs.append([dv[k], sec[k], sec[k] + nr[k], wr[k]])
             queues.add(dv[k])
         elif ak == ACT_BACKMERGE or ak == ACT_FRONTMERGE:
             for r in rqs:
-                if r[0] == dv[k] and r[2] == sec[k]:
+                if r[0] != dv[k] or r[3] != wr[k]:
+                    continue
+                if ak == ACT_BACKMERGE and r[2] == sec[k]:
                     r[2] += nr[k]
                     break
-                if r[0] == dv[k] and r[1] == sec[k] + nr[k]:
+                if ak == ACT_FRONTMERGE and r[1] == sec[k] + nr[k]:
                     r[1] = sec[k]
                     break
             continue

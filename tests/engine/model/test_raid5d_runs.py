@@ -182,6 +182,30 @@ def test_raid5d_sessions_end_at_its_finish_plug_not_at_a_flush_of_a_new_request(
     assert runs.session_end == [180, 270, 360, 550]
 
 
+def test_a_write_merged_up_to_a_read_request_s_start_is_not_that_read_s_front_merge():
+    """raid5d's plug holds a read of member 1 at 256 (an earlier handling's) when its write
+    request on member 1 grows from 0 by back merges to 256 sectors: the last M (248+8) ends
+    where the read starts, but a write never merges into a read (``blk_rq_merge_ok``), so
+    the write request is 128 KiB when member 0's request joins the plug, and the U after
+    that G is ``blk_add_rq_to_plug``'s flush, not ``blk_finish_plug``: one session, ended by
+    the U after the last Q. Read as the read's front merge, the write stayed at 248 sectors
+    and the session was cut at the flush (6.1: an rmw read of row 14336 sat in raid5d's plug
+    while the chunk before it was written, and the rows after the flush went out on their
+    own instead of merging into the next batch's requests)."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0) + _u(5, 1)
+    ev += _r5d(100, 1, 256, read=True)
+    ev += _r5d(110, 1, 0) + _merged(120, 1, 8, 240, w) + _merged(130, 1, 248, 8, w)
+    ev += _r5d(140, 0, 0) + _u(150, RAID5D, MEMBERS[1])
+    ev += _r5d(160, 0, 8, getrq=False) + _u(170, RAID5D, MEMBERS[0])
+    table = _table(ev)
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 0)
+    assert runs is not None
+    assert runs.session_start == [101]
+    assert runs.session_end == [170]
+
+
 def test_raid5d_runs_need_a_raid456_top_and_raid5d_s_bios():
     table = _table(_raid5d_trace())
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
