@@ -35,7 +35,6 @@ from workers.events import (
     ACT_GETRQ,
     ACT_ISSUE,
     ACT_QUEUE,
-    ACT_REMAP,
     ACT_UNPLUG_IO,
     ACT_UNPLUG_TIMER,
     RWBS_META,
@@ -43,10 +42,8 @@ from workers.events import (
     RWBS_WRITE,
     EventTable,
 )
+from workers.model.raid5d_runs import ROW_SECTORS, raid5d_member_events
 from workers.model.stack import RAID456, Stack
-
-#: STRIPE_SECTORS (drivers/md/raid5.h with 4 KiB stripes): one stripe_head row.
-_ROW_SECTORS = 8
 
 
 def read_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | None
@@ -56,8 +53,8 @@ def read_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: S
     (a row two bios want blocks of, such as one a bio ends in, is read twice, by the first
     bio's handling and by the next's, in different sessions).
 
-    raid5d's pids are found as in :func:`workers.model.raid5d_runs.raid5d_runs` (member A
-    events remapped from the array by pids that queue nothing on the array). None where the
+    raid5d's events are found by :func:`workers.model.raid5d_runs.raid5d_member_events`
+    (member A events remapped from the array by pids that queue nothing on the array). None where the
     top is not a degraded raid4/5/6, times are unknown, or raid5d read nothing.
     """
     if stack is None or stack.top.kind not in RAID456 or not stack.top.failed \
@@ -68,13 +65,9 @@ def read_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: S
     act = table.action
     dev = table.dev.astype(np.int64)
     on_member = np.isin(dev, members)
-    remap = on_member & (act == ACT_REMAP) & (table.aux2.astype(np.int64) == top.dev)
-    if not bool(np.any(remap)):
+    mine = raid5d_member_events(table, q_rows, stack)
+    if mine is None:
         return None
-    daemons = np.setdiff1d(np.unique(table.pid[remap]), np.unique(table.pid[q_rows]))
-    if not len(daemons):
-        return None
-    mine = np.isin(table.pid, daemons) & on_member
     ev = np.flatnonzero(mine & ((act == ACT_QUEUE) | (act == ACT_GETRQ)
                                 | (act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER)))
     ev = ev[np.argsort(table.time_ns[ev], kind="stable")]
@@ -109,7 +102,7 @@ def read_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: S
                 session += 1
                 cut = False
             if table.rwbs[k] & RWBS_READ and not table.rwbs[k] & RWBS_WRITE:
-                row = (int(table.sector[k]) - top.data_offset) // _ROW_SECTORS * _ROW_SECTORS
+                row = (int(table.sector[k]) - top.data_offset) // ROW_SECTORS * ROW_SECTORS
                 seen = sessions.setdefault(row, [])
                 if not seen or seen[-1] != session:
                     seen.append(session)

@@ -49,7 +49,7 @@ from workers.events import (
 from workers.model.stack import RAID456, Stack
 
 #: STRIPE_SECTORS (drivers/md/raid5.h with 4 KiB stripes): one stripe_head row.
-_ROW_SECTORS = 8
+ROW_SECTORS = 8
 #: BLK_PLUG_FLUSH_SIZE (128 KiB) in sectors, and BLK_MAX_REQUEST_COUNT
 #: (``blk_plug_max_rq_count``: twice that once the plug holds requests of several queues)
 _PLUG_FLUSH_SECTORS = 256
@@ -82,6 +82,28 @@ class Raid5dRuns:
     dirtied: dict[int, list[int]] = field(default_factory=dict)
 
 
+def raid5d_member_events(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack
+                         ) -> npt.NDArray[np.bool_] | None:
+    """The events of raid5d (the array's md thread) on the array's members, as a row mask.
+
+    raid5d's pids are those of the member A events remapped from the array that no Q on the
+    array itself carries (``q_rows``: a direct read's chunk-aligned bio is remapped by its
+    submitter). None where the trace has no such A events or every remapping pid also
+    queued on the array.
+    """
+    top = stack.top
+    members = np.array([m.dev for m in top.members], dtype=np.int64)
+    on_member = np.isin(table.dev.astype(np.int64), members)
+    remap = on_member & (table.action == ACT_REMAP) & (table.aux2.astype(np.int64) == top.dev)
+    if not bool(np.any(remap)):
+        return None
+    daemons = np.setdiff1d(np.unique(table.pid[remap]), np.unique(table.pid[q_rows]))
+    if not len(daemons):
+        return None
+    mask: npt.NDArray[np.bool_] = np.isin(table.pid, daemons) & on_member
+    return mask
+
+
 def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | None,
                 t0: int) -> Raid5dRuns | None:
     """Per stripe row of the top array (member sector - data_offset, rounded down to a row), the
@@ -94,26 +116,19 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
     if stack is None or stack.top.kind not in RAID456 or not table.time_known:
         return None
     top = stack.top
-    top_dev = top.dev
     members = np.array([m.dev for m in top.members], dtype=np.int64)
     act = table.action
     dev = table.dev.astype(np.int64)
-    on_member = np.isin(dev, members)
-    remap = on_member & (act == ACT_REMAP) & (table.aux2.astype(np.int64) == top_dev)
-    if not bool(np.any(remap)):
+    mine = raid5d_member_events(table, q_rows, stack)
+    if mine is None:
         return None
-    writers = np.unique(table.pid[q_rows])
-    daemons = np.setdiff1d(np.unique(table.pid[remap]), writers)
-    if not len(daemons):
-        return None
-    mine = np.isin(table.pid, daemons) & on_member
     q = np.flatnonzero(mine & (act == ACT_QUEUE) & (table.nr_sectors > 0)
                        & ((table.rwbs & RWBS_META) == 0))
     if not len(q):
         return None
     tm = table.time_ns.astype(np.int64)
     _, sessions = _sessions(table, mine, q)
-    row = (table.sector[q].astype(np.int64) - top.data_offset) // _ROW_SECTORS * _ROW_SECTORS
+    row = (table.sector[q].astype(np.int64) - top.data_offset) // ROW_SECTORS * ROW_SECTORS
     member = dev[q]
     read = (table.rwbs[q].astype(np.int64) & RWBS_READ) != 0
     order = np.lexsort((tm[q], row))
@@ -150,7 +165,7 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
         masks.setdefault(r, []).append(w)
         rmasks.setdefault(r, []).append(rm)
     return Raid5dRuns(out, masks, rmasks, [a - t0 for a, _ in sessions],
-                      [b - t0 for _, b in sessions], _dirtied(table, top_dev, t0))
+                      [b - t0 for _, b in sessions], _dirtied(table, top.dev, t0))
 
 
 def _dirtied(table: EventTable, top_dev: int, t0: int) -> dict[int, list[int]]:
@@ -254,4 +269,4 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
     return np.array([start_of[i] for i in q.tolist()], dtype=np.int64), sessions
 
 
-__all__ = ["Raid5dRuns", "raid5d_runs"]
+__all__ = ["ROW_SECTORS", "Raid5dRuns", "raid5d_member_events", "raid5d_runs"]
