@@ -43,7 +43,9 @@ the batch merge into one request, which ``blk_add_rq_to_plug`` sends out when th
 member's first request joins raid5d's plug (BLK_PLUG_FLUSH_SIZE), so batching changes the I/O
 (``Engine._batch_writes``). A block the trace's handling of a row did
 not hold waits for the row's next handling (``Engine._defer_late_blocks``), and a write to a
-row still reading for an earlier write joins that stripe (``Engine.r5_reading``).
+row still reading for an earlier write joins that stripe (``Engine.r5_reading``); when the
+reads are back ``handle_stripe_dirtying`` chooses again with every block then present and may
+read more before the one write (``Engine._reads_back``).
 """
 
 from __future__ import annotations
@@ -274,7 +276,7 @@ class R5Stripe:
     __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
                  "remaining", "phase", "pid", "array_sector", "up", "uptodate", "preread",
                  "full", "owner", "due", "opf", "due_mask", "block_pieces", "reload",
-                 "after", "batch_ready", "born", "filled")
+                 "after", "batch_ready", "born", "filled", "late")
 
     def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
@@ -324,6 +326,9 @@ class R5Stripe:
         #: the order in which it became a full-stripe write (``stripe_can_batch`` first
         #: true as ``add_stripe_bio`` added its last block); -1 not (yet) full
         self.filled = -1
+        #: data blocks (member indexes) whose ``towrite`` came after the handling at hand
+        #: began (``Engine._defer_late_blocks``): left out of its rmw/rcw choice
+        self.late: list[int] = []
 
 
 class MirrorRead(MdPiece):
@@ -1074,7 +1079,7 @@ class Engine:
                     self.r5_ready.append(sh)  # raid5d writes it in a later run
                     continue
                 sh.due = -1
-                self._stripe_writes(sh)
+                self._reads_back(sh)
             if all(sh.due > self.now for sh in self.r5_ready):
                 break
         if self.r5_session is None or self.r5_session[1] is not self.plug:
@@ -1167,21 +1172,30 @@ class Engine:
         return data & ~read
 
     def _defer_late_blocks(self, sh: R5Stripe, wrote: int) -> None:
-        """Leave for raid5d's next handling of the row the data blocks its handling now did
-        not write, as the trace shows it (``wrote``, a bit per member): they came while
-        ``handle_stripe`` was already at work on the row (``analyse_stripe`` sees the
-        ``towrite`` bios present then; a bio added later waits in ``towrite`` for the next
-        handling, the writer's plug holding the stripe again). Where the model's clock put
-        them before the handling, the trace's handling decides. Nothing is split off when
-        the handling would be left with no data block."""
+        """Leave out of raid5d's handling of the row now the data blocks it did not write, as
+        the trace shows it (``wrote``, a bit per member): they came while ``handle_stripe``
+        was already at work on the row (``analyse_stripe`` sees the ``towrite`` bios present
+        then; a bio added later waits in ``towrite`` for the next handling). Where the model's
+        clock put them before the handling, the trace's handling decides. Nothing is left
+        out when the handling would be left with no data block. What becomes of the late
+        blocks depends on the handling (:meth:`_split_late`, :meth:`_handle_stripe`)."""
         parity = {sh.pd, sh.qd}
         failed = set(sh.node.failed)  # a failed member's block is never written: not late
         late = [i for i in sh.written
                 if i not in parity and i not in failed and not (wrote >> i) & 1]
         if not late or len(late) == len([i for i in sh.written if i not in parity]):
             return
+        if (sh.node.dev, sh.msec) in self.r5_pending:
+            return
+        sh.late = late
+
+    def _split_late(self, sh: R5Stripe) -> None:
+        """The late blocks of a handling that writes now (or delays the row) wait for the
+        row's next handling, the writer's plug holding the stripe again: a stripe_head of
+        their own in the model (the kernel's same stripe_head after this I/O)."""
+        late, sh.late = sh.late, []
         key = (sh.node.dev, sh.msec)
-        if key in self.r5_pending:
+        if not late or key in self.r5_pending:
             return
         nxt = R5Stripe(sh.node, sh.msec, sh.pd, sh.pid, sh.qd)
         nxt.reload = True
@@ -1335,7 +1349,6 @@ class Engine:
             sh.reload = False
         if sh.after:
             sh.uptodate |= self.r5_cache[sh.node.dev].peek(sh.msec)
-        n = len(sh.node.members)
         failed = set(sh.node.failed)
         up = sh.uptodate
         first = self._first_handling(sh)
@@ -1349,19 +1362,9 @@ class Engine:
             if not fetch:
                 self._stripe_io_done(sh, self.now)
             return
-        full = (1 << STRIPE_SECTORS) - 1
-        parity = [sh.pd] + ([sh.qd] if sh.qd >= 0 else [])
-        data = [i for i in range(n) if i not in parity]
-        rcw = [i for i in data if sh.written.get(i, 0) != full and i not in failed
-               and i not in up]
-        rmw = [i for i in sorted(set(sh.written) | set(parity)) if i not in up]
-        if not rcw:
-            reads: list[int] = []
-        elif len(rmw) < len(rcw) and not failed:
-            reads = rmw
-        else:
-            reads = rcw
-        reads = sorted((i for i in reads if i not in failed), reverse=True)
+        reads = self._dirtying_reads(sh)
+        if not reads or not sh.preread:
+            self._split_late(sh)
         if not reads:
             sh.full = True
             self.r5_full_writes += 1
@@ -1375,6 +1378,53 @@ class Engine:
             # handle_stripe_dirtying: a write that must read first and is not
             # STRIPE_PREREAD_ACTIVE waits (STRIPE_DELAYED) for more writes to its row
             self.r5_delayed[(sh.node.dev, sh.msec)] = sh
+            return
+        self.r5_preread_active += 1
+        sh.phase = 1
+        self.r5_reading[(sh.node.dev, sh.msec)] = sh
+        for i in reads:
+            self._stripe_bio(sh, i, OP_READ, RWBS_READ)
+
+    @staticmethod
+    def _dirtying_reads(sh: R5Stripe) -> list[int]:
+        """``handle_stripe_dirtying``'s reads, in ``ops_run_io``'s descending member order:
+        rmw reads the written blocks and the parity, rcw the data blocks not wholly
+        overwritten, only those not ``R5_UPTODATE``; rmw when it reads fewer, ties to rcw.
+        Blocks in ``sh.late`` are not there yet (their ``towrite`` came after
+        ``analyse_stripe``)."""
+        n = len(sh.node.members)
+        failed = set(sh.node.failed)
+        up = sh.uptodate
+        late = set(sh.late)
+        full = (1 << STRIPE_SECTORS) - 1
+        parity = [sh.pd] + ([sh.qd] if sh.qd >= 0 else [])
+        data = [i for i in range(n) if i not in parity]
+        rcw = [i for i in data if (sh.written.get(i, 0) != full or i in late)
+               and i not in failed and i not in up]
+        rmw = [i for i in sorted((set(sh.written) - late) | set(parity)) if i not in up]
+        if not rcw:
+            return []
+        reads = rmw if len(rmw) < len(rcw) and not failed else rcw
+        return sorted((i for i in reads if i not in failed), reverse=True)
+
+    def _reads_back(self, sh: R5Stripe) -> None:
+        """``handle_stripe`` once a write's reads are back: ``handle_stripe_dirtying`` chooses
+        again with every ``towrite`` block now on the stripe_head (those added while the
+        reads were in flight: ``add_stripe_bio`` joins them, no ``R5_Overlap``), and reads
+        what the new choice still lacks (a second read phase, e.g. a reconstruct-write's
+        read after a read-modify-write's) before one write of all the blocks
+        (``schedule_reconstruction`` -> ``ops_run_io``). Blocks added after this handling's
+        ``analyse_stripe`` (the trace's handling did not write them: ``_defer_late_blocks``)
+        wait for the next handling when this one writes, and are chosen for again when it
+        reads."""
+        sh.late = []
+        if sh.due_mask:
+            self._defer_late_blocks(sh, sh.due_mask)
+            sh.due_mask = 0
+        reads = self._dirtying_reads(sh)
+        if not reads:
+            self._split_late(sh)
+            self._stripe_writes(sh)
             return
         self.r5_preread_active += 1
         sh.phase = 1

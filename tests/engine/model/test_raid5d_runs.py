@@ -358,8 +358,8 @@ def test_a_block_the_traced_handling_did_not_hold_waits_for_the_next():
     written twice, member 1 after member 0."""
     w = RWBS_WRITE | RWBS_SYNC
     ev = _q(0, 1, 0, rwbs=w) + _q(5, 1, 128, rwbs=w) + _u(10, 1)
-    ev += _r5d(20, 3, 0, read=True) + _r5d(30, 0, 0, read=True)
-    ev += _r5d(100_000, 3, 0) + _r5d(100_010, 0, 0)
+    ev += _r5d(100_000, 3, 0, read=True) + _r5d(100_010, 0, 0, read=True)
+    ev += _r5d(200_000, 3, 0) + _r5d(200_010, 0, 0)
     ev += _r5d(300_000, 3, 0) + _r5d(300_010, 1, 0)
     out = _replay(ev)
     writes = [(t, m) for t, m, _s, _n, r in _member(out, ACT_QUEUE) if r & RWBS_WRITE]
@@ -381,6 +381,28 @@ def test_a_write_to_a_row_still_reading_joins_its_write_phase():
     reads = [t for t, _m, _s, _n, r in q if not r & RWBS_WRITE]
     assert writes == [0, 1, 3]
     assert len(reads) == 2 and max(reads) < 20_000
+
+
+def test_blocks_added_while_a_row_reads_are_chosen_for_again_when_the_reads_are_back():
+    """handle_stripe -> handle_stripe_dirtying once a write's reads are back: member 1's block
+    came after the first handling's analyse_stripe (the trace's first handling read member
+    0 and the parity: a read-modify-write of member 0's half-written block alone), so it
+    waits in the same stripe_head's towrite (add_stripe_bio: no R5_Overlap for another
+    block); when the reads are back the choice is made again with both blocks, and a
+    reconstruct-write reads member 2 (a second read phase of the one stripe_head), then
+    one write of members 0, 1 and the parity. Not a stripe_head of its own for member 1
+    (reads of members 0 and 2 again and a second parity write)."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0, 4, rwbs=w) + _q(5, 1, 128, rwbs=w) + _u(10, 1)
+    ev += _r5d(100_000, 3, 0, read=True) + _r5d(100_010, 0, 0, read=True)
+    ev += _r5d(1_000_000, 2, 0, read=True)
+    ev += _r5d(2_000_000, 3, 0) + _r5d(2_000_010, 1, 0) + _r5d(2_000_020, 0, 0)
+    q = _member(_replay(ev), ACT_QUEUE)
+    writes = sorted(m for _t, m, _s, _n, r in q if r & RWBS_WRITE)
+    reads = [(t, m) for t, m, _s, _n, r in q if not r & RWBS_WRITE]
+    assert writes == [0, 1, 3]
+    assert sorted(m for _t, m in reads) == [0, 2, 3]
+    assert dict((m, t) for t, m in reads)[2] >= 1_000_000
 
 
 def test_a_writer_s_stripes_go_to_raid5d_when_its_plug_is_flushed_at_its_sleep():
