@@ -57,8 +57,33 @@ def read_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: S
     (member A events remapped from the array by pids that queue nothing on the array). None where the
     top is not a degraded raid4/5/6, times are unknown, or raid5d read nothing.
     """
-    if stack is None or stack.top.kind not in RAID456 or not stack.top.failed \
-            or not table.time_known:
+    if stack is None or not stack.top.failed:
+        return None
+    return _plug_sessions(table, q_rows, stack, write=False)
+
+
+def write_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | None
+                        ) -> dict[int, list[int]] | None:
+    """Per stripe row of an array's writes, the indices of raid5d's plug sessions that wrote
+    it (one per handling), as :func:`read_plug_sessions` does for a degraded array's reads.
+
+    A writer with no plug of its own that md holds (a direct-I/O ``dd``: ``raid5_make_request``
+    -> ``make_stripe_request`` adds the bio's rows one by one, ``release_stripe_plug`` hands
+    each to raid5d as it is added) races raid5d as a degraded reader does: raid5d that gets
+    the CPU after a chunk's first rows filled up writes them (their stripe batch, joined by
+    ``stripe_add_to_batch_list`` as each row filled) and finishes its plug
+    (``blk_finish_plug`` at the end of ``raid5d``) before the chunk's next rows are added;
+    those go as a batch of their own, in raid5d's next session. Parity writes count for
+    their row. None where the top is not raid4/5/6, times are unknown, or raid5d wrote
+    nothing.
+    """
+    return _plug_sessions(table, q_rows, stack, write=True)
+
+
+def _plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | None,
+                   *, write: bool) -> dict[int, list[int]] | None:
+    """raid5d's plug sessions per stripe row, of its reads or (``write``) its writes."""
+    if stack is None or stack.top.kind not in RAID456 or not table.time_known:
         return None
     top = stack.top
     members = np.array([m.dev for m in top.members], dtype=np.int64)
@@ -101,7 +126,8 @@ def read_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: S
             if cut:
                 session += 1
                 cut = False
-            if table.rwbs[k] & RWBS_READ and not table.rwbs[k] & RWBS_WRITE:
+            is_write = bool(table.rwbs[k] & RWBS_WRITE)
+            if is_write == write and (write or table.rwbs[k] & RWBS_READ):
                 row = (int(table.sector[k]) - top.data_offset) // ROW_SECTORS * ROW_SECTORS
                 seen = sessions.setdefault(row, [])
                 if not seen or seen[-1] != session:
@@ -109,4 +135,4 @@ def read_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: S
     return sessions or None
 
 
-__all__ = ["read_plug_sessions"]
+__all__ = ["read_plug_sessions", "write_plug_sessions"]

@@ -85,7 +85,7 @@ from workers.model.own_requests import (
 )
 from workers.model.plug import F_IDLE, F_SYNC, F_UNMERGEABLE, Bio
 from workers.model.policy import Policy, parse_size
-from workers.model.raid5d_reads import read_plug_sessions
+from workers.model.raid5d_reads import read_plug_sessions, write_plug_sessions
 from workers.model.raid5d_runs import Raid5dRuns, raid5d_runs
 from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
 from workers.model.stack import RAID456, Stack, all_limits
@@ -267,6 +267,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         read_sessions = read_plug_sessions(table, rows, stack)
         if read_sessions is not None:
             meta["raid5d_read_sessions"] = read_sessions
+        write_sessions = write_plug_sessions(table, rows, stack)
+        if write_sessions is not None:
+            meta["raid5d_write_sessions"] = write_sessions
     unmergeable = unmergeable_writes(table, rows, top_dev, stack)
     if bool(np.any(unmergeable)):
         meta["unmergeable"] = unmergeable
@@ -620,11 +623,15 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     if bios.depth != 0:
         # raid5d's traced times are on the trace's clock: threads that wait for their I/O
         # (dd) run on the model's own clock, where those times mean nothing; which rows
-        # raid5d read under one plug is still known (Engine.r5_read_session)
+        # raid5d read or wrote under one plug is still known (Engine.r5_read_session,
+        # Engine.r5_write_session)
         runs = None
         read_sessions = bios.meta.get("raid5d_read_sessions")
         if isinstance(read_sessions, dict):
             eng.r5_read_session = read_sessions
+        write_sessions = bios.meta.get("raid5d_write_sessions")
+        if isinstance(write_sessions, dict):
+            eng.r5_write_session = write_sessions
     if isinstance(runs, Raid5dRuns):
         eng.r5_runs = dict(runs.rows)
         eng.r5_writes = dict(runs.writes)

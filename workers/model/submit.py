@@ -442,6 +442,9 @@ class Engine:
         #: many of the row's degraded reads the replay has handled
         self.r5_read_session: dict[int, list[int]] = {}
         self.r5_read_count: dict[int, int] = {}
+        #: the same for the rows raid5d wrote as full-stripe writes (write_plug_sessions)
+        self.r5_write_session: dict[int, list[int]] = {}
+        self.r5_write_count: dict[int, int] = {}
         #: stripes reading for a write (phase 1): later writes to the row join them
         self.r5_reading: dict[tuple[int, int], R5Stripe] = {}
         self.r5_wakes: set[int] = set()
@@ -1063,13 +1066,11 @@ class Engine:
         session = -1
         for sh in pending:
             if full and not self._full_stripe_write(sh):
-                for batch in self._stripe_batches(full):
-                    self._batch_writes(batch)
+                self._write_batches(full)
                 full = []
             session = self._traced_read_plug(sh, session)
             self._handle_stripe(sh, full)
-        for batch in self._stripe_batches(full):
-            self._batch_writes(batch)
+        self._write_batches(full)
         self._activate_delayed()
         while self.r5_ready:
             ready, self.r5_ready = self.r5_ready, []
@@ -1085,6 +1086,47 @@ class Engine:
         if self.r5_session is None or self.r5_session[1] is not self.plug:
             self.plug.flush(False)
         self.plug = saved
+
+    def _write_batches(self, full: list[R5Stripe]) -> None:
+        """Write raid5d's full-stripe writes ``full`` (row order) as stripe batches
+        (:meth:`_stripe_batches`); where the trace says in which of raid5d's plug sessions it
+        wrote each row (``r5_write_session``: a synchronous writer on the model's own
+        clock), a batch never spans two traced sessions and raid5d's plug is finished
+        between them.
+
+        The writer (a direct-I/O ``dd``, no plug md holds) adds a bio's rows one by one
+        (``raid5_make_request`` -> ``make_stripe_request``, ``stripe_add_to_batch_list`` as
+        each row fills up) while raid5d may already hold the CPU: raid5d takes the rows
+        filled so far as one batch (``handle_active_stripes``), finds the list empty and
+        finishes its plug (``blk_finish_plug`` at the end of ``raid5d``); the chunk's next
+        rows never join that batch (it is being handled: ``stripe_can_batch`` wants
+        STRIPE_BATCH_READY). The replay's n-th handling of a row takes the trace's n-th
+        session (:mod:`workers.model.raid5d_reads`)."""
+        if not self.r5_write_session:
+            for batch in self._stripe_batches(full):
+                self._batch_writes(batch)
+            return
+        groups: list[tuple[int, list[R5Stripe]]] = []
+        for sh in full:
+            k = -1
+            if sh.node is self.stack.top:
+                n = self.r5_write_count.get(sh.msec, 0)
+                self.r5_write_count[sh.msec] = n + 1
+                traced = self.r5_write_session.get(sh.msec)
+                if traced is not None and n < len(traced):
+                    k = traced[n]
+            if groups and (k < 0 or groups[-1][0] < 0 or k == groups[-1][0]):
+                groups[-1][1].append(sh)
+                if k >= 0:
+                    groups[-1] = (k, groups[-1][1])
+            else:
+                groups.append((k, [sh]))
+        for i, (_, group) in enumerate(groups):
+            if i and self.plug is not None:
+                self.plug.flush(False)
+                self.plug = self.make_plug()
+            for batch in self._stripe_batches(group):
+                self._batch_writes(batch)
 
     def _traced_read_plug(self, sh: R5Stripe, session: int) -> int:
         """raid5d's plug ends between two rows of a degraded read that the trace shows it

@@ -41,7 +41,7 @@ from workers.events import (
     make_dev,
 )
 from workers.model import BioStream, preset_for_kernel, replay
-from workers.model.raid5d_reads import read_plug_sessions
+from workers.model.raid5d_reads import read_plug_sessions, write_plug_sessions
 from workers.model.raid5d_runs import raid5d_runs
 from workers.model.replay import bios_from_table, md_metadata_rows
 from workers.model.stack import stack_from_spec
@@ -677,3 +677,54 @@ def test_a_row_that_filled_before_the_row_before_it_heads_its_own_batch():
     got = [(m, s) for _t, m, s, _n, r in _member(out, ACT_QUEUE) if r & RWBS_WRITE]
     assert got == [(3, 0), (3, 8), (2, 0), (2, 8), (1, 0), (1, 8), (0, 0), (0, 8),
                    (3, 16), (3, 24), (2, 16), (2, 24), (1, 16), (1, 24), (0, 16), (0, 24)]
+
+
+def _split_chunk_write_trace() -> list[Event]:
+    """A direct-I/O writer with no plug md holds (pid 1) writes chunk 0's rows 0..120 whole
+    (one bio, md0 0+384); raid5d got the CPU after rows 0 and 8 had filled up, wrote them
+    (their batch, member by member) and finished its plug (U, then the D of the request it
+    got last), then wrote rows 16..120 as a batch of their own in its next session."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0, 384, rwbs=w)
+    for k, m in enumerate([3, 2, 1, 0]):
+        ev += _r5d(100 + 10 * k, m, 0) + _r5d(105 + 10 * k, m, 8, getrq=False)
+    ev += _u(200, RAID5D, MEMBERS[0])
+    ev += [(201 + m, RAID5D, MEMBERS[m], ACT_ISSUE, 0, 16, w, 0) for m in range(4)]
+    for k, m in enumerate([3, 2, 1, 0]):
+        ev += _r5d(300 + 100 * k, m, 16)
+        ev += sum((_r5d(300 + 100 * k + 5 * r, m, 8 * r, getrq=False) for r in range(3, 16)),
+                  [])
+    ev += _u(800, RAID5D, MEMBERS[0])
+    ev += [(801 + m, RAID5D, MEMBERS[m], ACT_ISSUE, 16, 112, w, 0) for m in range(4)]
+    return ev
+
+
+def test_write_plug_sessions_give_each_row_the_session_raid5d_wrote_it_in():
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    table = _table(_split_chunk_write_trace())
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    got = write_plug_sessions(table, q, stack)
+    assert got == {8 * r: [0 if r < 2 else 1] for r in range(16)}
+    assert read_plug_sessions(table, q, stack) is None  # not degraded
+
+
+def test_a_synchronous_write_is_cut_where_the_trace_shows_raid5d_finishing_its_plug():
+    """The writer (a synchronous dd: depth 1, the model's own clock) races raid5d; the trace
+    shows raid5d writing rows 0 and 8 in one plug session and rows 16..120 in the next. The
+    replay makes them two stripe batches (a batch never spans two traced sessions) and
+    finishes raid5d's plug between them: each member gets 0+16, then 16+112 (one batch and
+    one request 0+128 per member without the trace's sessions)."""
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    bios = dataclasses.replace(bios_from_table(_table(_split_chunk_write_trace()), MD,
+                                               stack=stack), depth=1)
+    assert "raid5d_write_sessions" in bios.meta
+    pol = preset_for_kernel("6.1")
+
+    def writes(b: BioStream) -> list[tuple[int, int, int]]:
+        out = replay(b, stack, pol, engine="python")
+        return sorted((m, s, n) for _, m, s, n, r in _member(out, ACT_ISSUE) if r & RWBS_WRITE)
+
+    assert writes(bios) == [(m, s, n) for m in range(4) for s, n in ((0, 16), (16, 112))]
+    bare = dataclasses.replace(bios, meta={k: v for k, v in bios.meta.items()
+                                           if k != "raid5d_write_sessions"})
+    assert writes(bare) == [(m, 0, 128) for m in range(4)]
