@@ -1421,6 +1421,12 @@ class Engine:
             # STRIPE_PREREAD_ACTIVE waits (STRIPE_DELAYED) for more writes to its row
             self.r5_delayed[(sh.node.dev, sh.msec)] = sh
             return
+        self._start_reads(sh, reads)
+
+    def _start_reads(self, sh: R5Stripe, reads: list[int]) -> None:
+        """A write's read phase (phase 1, STRIPE_PREREAD_ACTIVE): the member blocks
+        ``handle_stripe_dirtying`` chose, read before the row is written; later writes to the
+        row join it (``r5_reading``)."""
         self.r5_preread_active += 1
         sh.phase = 1
         self.r5_reading[(sh.node.dev, sh.msec)] = sh
@@ -1468,11 +1474,7 @@ class Engine:
             self._split_late(sh)
             self._stripe_writes(sh)
             return
-        self.r5_preread_active += 1
-        sh.phase = 1
-        self.r5_reading[(sh.node.dev, sh.msec)] = sh
-        for i in reads:
-            self._stripe_bio(sh, i, OP_READ, RWBS_READ)
+        self._start_reads(sh, reads)
 
     def _first_handling(self, sh: R5Stripe) -> bool:
         """Whether this is the replay's first ``handle_stripe`` of the top array's row (asked
