@@ -1110,11 +1110,7 @@ class Engine:
         for sh in full:
             k = -1
             if sh.node is self.stack.top:
-                n = self.r5_write_count.get(sh.msec, 0)
-                self.r5_write_count[sh.msec] = n + 1
-                traced = self.r5_write_session.get(sh.msec)
-                if traced is not None and n < len(traced):
-                    k = traced[n]
+                k = self._nth_traced_session(self.r5_write_session, self.r5_write_count, sh.msec)
             if groups and (k < 0 or groups[-1][0] < 0 or k == groups[-1][0]):
                 groups[-1][1].append(sh)
                 if k >= 0:
@@ -1122,9 +1118,8 @@ class Engine:
             else:
                 groups.append((k, [sh]))
         for i, (_, group) in enumerate(groups):
-            if i and self.plug is not None:
-                self.plug.flush(False)
-                self.plug = self.make_plug()
+            if i:
+                self._finish_raid5d_plug()
             for batch in self._stripe_batches(group):
                 self._batch_writes(batch)
 
@@ -1141,16 +1136,30 @@ class Engine:
         row takes the session of the trace's n-th. Returns the row's session."""
         if not self.r5_read_session or sh.written or sh.node is not self.stack.top:
             return session
-        n = self.r5_read_count.get(sh.msec, 0)
-        self.r5_read_count[sh.msec] = n + 1
-        traced = self.r5_read_session.get(sh.msec)
-        if traced is None or n >= len(traced):
+        k = self._nth_traced_session(self.r5_read_session, self.r5_read_count, sh.msec)
+        if k < 0:
             return session
-        k = traced[n]
-        if session >= 0 and k != session and self.plug is not None:
+        if session >= 0 and k != session:
+            self._finish_raid5d_plug()
+        return k
+
+    @staticmethod
+    def _nth_traced_session(sessions: dict[int, list[int]], counts: dict[int, int],
+                            msec: int) -> int:
+        """The trace's raid5d plug session of the replay's next handling of row ``msec``
+        (its n-th takes the trace's n-th; ``counts`` keeps n), or -1 past what the trace
+        shows."""
+        n = counts.get(msec, 0)
+        counts[msec] = n + 1
+        traced = sessions.get(msec)
+        return traced[n] if traced is not None and n < len(traced) else -1
+
+    def _finish_raid5d_plug(self) -> None:
+        """raid5d's ``blk_finish_plug`` between two traced sessions: what its plug holds goes
+        out, and the next rows start a plug of their own."""
+        if self.plug is not None:
             self.plug.flush(False)
             self.plug = self.make_plug()
-        return k
 
     def _raid5d_plug(self) -> Plug:
         """raid5d's plug now: the open session's when the trace shows raid5d inside a plug
