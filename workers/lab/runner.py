@@ -40,6 +40,7 @@ from workers.lab.qemu import (
     qemu_command,
 )
 from workers.lab.script import Case, disks_needed, guest_script
+from workers.lab.vmlock import one_vm_at_a_time
 
 Progress = Callable[[str], None]
 
@@ -137,9 +138,10 @@ def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec |
             (kdir / f"qemu{sfx}.cmd").write_text(" ".join(cmd) + "\n")
             note(f"booting under {acc.upper()} with {ndisks} disk(s), {len(cases)} case(s)")
             try:
-                result = boot(cmd, log=kdir / f"console{sfx}.log", progress=note,
-                              boot_timeout=90.0 if acc == "kvm" and len(order) > 1
-                              else boot_timeout, timeout=limit)
+                with one_vm_at_a_time(note):
+                    result = boot(cmd, log=kdir / f"console{sfx}.log", progress=note,
+                                  boot_timeout=90.0 if acc == "kvm" and len(order) > 1
+                                  else boot_timeout, timeout=limit)
             except GuestStopped as exc:
                 note(f"the guest stopped early: {exc}")
                 result = exc.result
