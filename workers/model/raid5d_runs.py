@@ -80,6 +80,10 @@ class Raid5dRuns:
     #: it ("raid5 rmw S N", "raid5 rcw S N Q D"): handlings that chose to read first, the
     #: delayed ones (not STRIPE_PREREAD_ACTIVE) with no I/O to show them
     dirtied: dict[int, list[int]] = field(default_factory=dict)
+    #: raid5d asleep inside one of its member bios: (start of the plug session the bio
+    #: was queued in, its member device, its member sector, when raid5d is back: the first
+    #: bio of its next session); see :func:`_inside_sleeps`
+    sleeps: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 def raid5d_member_events(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack
@@ -128,6 +132,8 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
         return None
     tm = table.time_ns.astype(np.int64)
     _, sessions = _sessions(table, mine, q)
+    sleeps = [(s0 - t0, d, sec, wake - t0)
+              for s0, d, sec, wake in _inside_sleeps(table, mine, sessions)]
     row = (table.sector[q].astype(np.int64) - top.data_offset) // ROW_SECTORS * ROW_SECTORS
     member = dev[q]
     read = (table.rwbs[q].astype(np.int64) & RWBS_READ) != 0
@@ -165,7 +171,57 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
         masks.setdefault(r, []).append(w)
         rmasks.setdefault(r, []).append(rm)
     return Raid5dRuns(out, masks, rmasks, [a - t0 for a, _ in sessions],
-                      [b - t0 for _, b in sessions], _dirtied(table, top.dev, t0))
+                      [b - t0 for _, b in sessions], _dirtied(table, top.dev, t0), sleeps)
+
+
+def _inside_sleeps(table: EventTable, mine: npt.NDArray[np.bool_],
+                   sessions: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """Where raid5d went to sleep inside one of its member bios, holding its plug.
+
+    The Q of a bio is traced before the bio gets a request (``submit_bio_noacct_nocheck``
+    -> ``blk_mq_submit_bio``); a write that cannot merge into the plug is throttled first
+    (``rq_qos_throttle`` -> wbt's ``rq_qos_wait``: the member already has its limit of
+    buffered writes in flight) and the task sleeps there (``io_schedule``), so
+    ``sched_submit_work`` flushes its plug (``blk_flush_plug(plug, true)``: a UT per queue)
+    and the bio's G comes only when a completion lets it in. raid5d sleeps in
+    ``ops_run_io`` with the rest of the handling (the next members of the row, or the
+    batch's) still to submit: they follow the bio after the wake, into the same plug
+    session. Returns (start of the session whose UT it is, member device, member sector,
+    the first raid5d bio after the sleep) per sleep, in time order.
+    """
+    act = table.action
+    merge = (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)
+    ev = np.flatnonzero(mine & ((act == ACT_QUEUE) | (act == ACT_GETRQ) | merge
+                                | (act == ACT_UNPLUG_TIMER)))
+    ev = ev[np.argsort(table.time_ns[ev], kind="stable")]
+    a = act[ev].tolist()
+    t = table.time_ns[ev].astype(np.int64).tolist()
+    dv = table.dev[ev].astype(np.int64).tolist()
+    sec = table.sector[ev].astype(np.int64).tolist()
+    nr = table.nr_sectors[ev].astype(np.int64).tolist()
+    starts = [s0 for s0, _ in sessions]
+    ends = {e: s0 for s0, e in sessions}
+    out: list[tuple[int, int, int, int]] = []
+    pending = -1  # the last Q with no G or merge yet
+    slept = -1  # that Q, once a UT came while it was pending
+    ut = -1
+    for k in range(len(a)):
+        if a[k] == ACT_QUEUE and nr[k] > 0:
+            if slept >= 0:
+                # raid5d is back: the first bio after the sleep starts the next session
+                s0 = ends.get(ut, -1)
+                if s0 >= 0 and t[k] in starts:
+                    out.append((s0, dv[slept], sec[slept], t[k]))
+                slept = -1
+            pending = k
+        elif a[k] == ACT_UNPLUG_TIMER:
+            if pending >= 0 and slept < 0:
+                slept, ut = pending, t[k]
+        elif pending >= 0 and dv[k] == dv[pending]:
+            pending = -1  # the bio got its request (G) or merged
+            if slept >= 0 and a[k] != ACT_GETRQ:
+                slept = -1
+    return out
 
 
 def _dirtied(table: EventTable, top_dev: int, t0: int) -> dict[int, list[int]]:

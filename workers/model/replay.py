@@ -639,6 +639,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         eng.r5_session_start = list(runs.session_start)
         eng.r5_session_end = list(runs.session_end)
         eng.r5_dirtied = dict(runs.dirtied)
+        for s0, sleep_dev, sleep_sector, wake in runs.sleeps:
+            eng.r5_sleeps.setdefault((sleep_dev, sleep_sector), []).append((s0, wake))
     served = bios.meta.get("traced_service")
     if served is not None and isinstance(runs, Raid5dRuns) and not bios.app_io:
         # on the trace's clock, a member request the trace shows completes when it did there

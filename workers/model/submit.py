@@ -452,6 +452,12 @@ class Engine:
         self.r5_session_start: list[int] = []
         self.r5_session_end: list[int] = []
         self.r5_session: tuple[int, Plug] | None = None
+        #: raid5d asleep inside a member bio (``Raid5dRuns.sleeps``): (member dev, sector)
+        #: -> (start of the session it was queued in, when raid5d is back), the bios
+        #: raid5d submits until then (stripe, member, op, rwbs) and when that is
+        self.r5_sleeps: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        self.r5_asleep_until = -1
+        self.r5_asleep: list[tuple[R5Stripe, int, int, int]] = []
         #: counts the stripes that became full-stripe writes (``R5Stripe.filled``)
         self.r5_fill_seq = 0
         self.r5_cache: dict[int, R5Cache] = {
@@ -1040,6 +1046,7 @@ class Engine:
         Two writers of one page cache (the flusher and ``sync``) thus hand md rows that the
         other one completes before either plug lets them go.
         """
+        self._raid5d_wakes()
         if not self.r5_pending and not self.r5_ready and not self.r5_delayed:
             return
         saved, self.plug = self.plug, self._raid5d_plug()  # raid5d's own plug
@@ -1547,6 +1554,55 @@ class Engine:
             self._stripe_io_done(sh, self.now)
 
     def _stripe_bio(self, sh: R5Stripe, i: int, op: int, rwbs: int) -> None:
+        node = sh.node
+        member = node.members[i]
+        if self._raid5d_sleeps(member.dev, sh.msec + node.data_offset):
+            # raid5d sleeps inside this bio (or already does): it and the bios after it are
+            # submitted when raid5d is back (:meth:`_raid5d_wakes`)
+            sh.remaining += 1
+            sh.uptodate.add(i)
+            self.r5_asleep.append((sh, i, op, rwbs))
+            return
+        self._submit_stripe_bio(sh, i, op, rwbs)
+
+    def _raid5d_sleeps(self, dev: int, sector: int) -> bool:
+        """Whether raid5d's member bio to ``dev`` at ``sector``, submitted now, waits for
+        raid5d to wake: it is asleep already, or the trace shows it going to sleep inside
+        this bio (``Raid5dRuns.sleeps``: a member that has its limit of buffered writes in
+        flight throttles the bio in ``rq_qos_throttle`` before it gets a request, wbt's
+        ``rq_qos_wait``; ``sched_submit_work`` flushes raid5d's plug, a UT, which the
+        session's end replays). The bios ``ops_run_io`` submits after it, and anything else
+        raid5d would do, come after the wake, into its next plug session."""
+        if self.now < self.r5_asleep_until:
+            return True
+        traced = self.r5_sleeps.get((dev, sector))
+        if not traced:
+            return False
+        for k, (start, wake) in enumerate(traced):
+            if start <= self.now < wake:
+                del traced[k]
+                self.r5_asleep_until = wake
+                self.hseq += 1
+                heapq.heappush(self.heap, (wake, self.hseq, EV_RAID5D, None))
+                return True
+        return False
+
+    def _raid5d_wakes(self) -> None:
+        """raid5d is back from a sleep inside a member bio: the bios it had still to submit
+        go out in order, into its plug session of now (flushed at that session's end)."""
+        if not self.r5_asleep or self.now < self.r5_asleep_until:
+            return
+        asleep, self.r5_asleep = self.r5_asleep, []
+        self.r5_asleep_until = -1
+        saved, self.plug = self.plug, self._raid5d_plug()
+        for sh, i, op, rwbs in asleep:
+            sh.remaining -= 1
+            self._submit_stripe_bio(sh, i, op, rwbs)
+        if self.r5_session is None or self.r5_session[1] is not self.plug:
+            self.plug.flush(False)
+        self.plug = saved
+
+    def _submit_stripe_bio(self, sh: R5Stripe, i: int, op: int, rwbs: int) -> None:
         node = sh.node
         member = node.members[i]
         child = Bio(member.dev, sh.msec + node.data_offset, STRIPE_SECTORS, op, rwbs,

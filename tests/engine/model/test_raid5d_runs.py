@@ -728,3 +728,52 @@ def test_a_synchronous_write_is_cut_where_the_trace_shows_raid5d_finishing_its_p
     bare = dataclasses.replace(bios, meta={k: v for k, v in bios.meta.items()
                                            if k != "raid5d_write_sessions"})
     assert writes(bare) == [(m, 0, 128) for m in range(4)]
+
+
+# --- raid5d asleep inside a member bio (wbt's rq_qos_wait) ----------------------------------------
+def _sleep_inside_trace() -> list[Event]:
+    """Rows 0 (W) and 8 (WS: its first data block's flags differ, no batch) written whole,
+    released at 10 ns. raid5d writes row 0's parity (member 3) and member 2, queues member 1's
+    bio and sleeps inside it (no G: the bio is throttled before it gets a request; UT: its
+    plug flushed from schedule). Back at 1 ms, member 1's bio gets its request, then member
+    0's; row 8 follows in the same plug session, ended by blk_finish_plug at 2 ms."""
+    ws = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0) + _q(1, 1, 128) + _q(2, 1, 256)
+    ev += _q(3, 1, 8, rwbs=ws) + _q(4, 1, 136, rwbs=ws) + _q(5, 1, 264, rwbs=ws) + _u(10, 1)
+    ev += _r5d(100_000, 3, 0) + _r5d(110_000, 2, 0) + _r5d(120_000, 1, 0, getrq=False)
+    ev += _u(130_000, RAID5D, MEMBERS[3], ACT_UNPLUG_TIMER)
+    ev += _u(131_000, RAID5D, MEMBERS[2], ACT_UNPLUG_TIMER)
+    ev += [(1_000_000, RAID5D, MEMBERS[1], ACT_GETRQ, 0, 8, ws, 0)]
+    ev += _r5d(1_010_000, 0, 0)
+    ev += _r5d(1_020_000, 3, 8) + _r5d(1_030_000, 2, 8)
+    ev += _r5d(1_040_000, 1, 8, getrq=False) + _r5d(1_050_000, 0, 8, getrq=False)
+    for k in range(4):
+        ev += _u(2_000_000 + k, RAID5D, MEMBERS[3 - k])
+    return ev
+
+
+def test_raid5d_runs_find_raid5d_asleep_inside_a_member_bio():
+    """The Q of member 1's bio has no G or merge before raid5d's UT: raid5d slept inside it
+    (the Q is traced before ``rq_qos_throttle``); raid5d is back with the next session."""
+    table = _table(_sleep_inside_trace())
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 0)
+    assert runs is not None
+    assert runs.session_start == [100_001, 1_010_001]
+    assert runs.sleeps == [(100_001, MEMBERS[1], 0, 1_010_001)]
+    # a UT after a bio that got its request is a sleep between bios: nothing is held back
+    assert raid5d_runs(_table(_raid5d_trace()), np.flatnonzero(
+        (_table(_raid5d_trace()).action == ACT_QUEUE) & (_table(_raid5d_trace()).dev == MD)),
+        stack_from_spec("raid5:disks=4,chunk=64k"), 50).sleeps == []
+
+
+def test_raid5d_asleep_inside_a_member_bio_submits_the_rest_of_the_handling_after_it():
+    """The sleep's UT flushes only the parity's and member 2's requests of row 0; member 1's
+    bio and member 0's wait for raid5d to wake and join its next plug session, where row 8's
+    blocks of members 1 and 0 merge with them (0+16). Handled at once, row 0's four blocks
+    all went out at the UT."""
+    out = _replay(_sleep_inside_trace())
+    d = sorted((t, m, s, n) for t, m, s, n, r in _member(out, ACT_ISSUE) if r & RWBS_WRITE)
+    assert sorted((m, s, n) for t, m, s, n in d if t < 1_000_000) == [(2, 0, 8), (3, 0, 8)]
+    assert sorted((m, s, n) for t, m, s, n in d if t >= 1_000_000) == [
+        (0, 0, 16), (1, 0, 16), (2, 8, 8), (3, 8, 8)]
