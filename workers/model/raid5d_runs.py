@@ -84,6 +84,10 @@ class Raid5dRuns:
     #: was queued in, its member device, its member sector, when raid5d is back: the first
     #: bio of its next session); see :func:`_inside_sleeps`
     sleeps: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: stripe row -> for each of its handlings, whether ``ops_run_io`` wrote the next row
+    #: in the same walk (one stripe batch: the next row's bio on a member right after this
+    #: row's, before the next member's); see :func:`raid5d_runs`
+    linked: dict[int, list[bool]] = field(default_factory=dict)
 
 
 def raid5d_member_events(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack
@@ -163,15 +167,32 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
         else:
             wrote[h] |= 1 << index[m]
     starts = (tq[new] - t0).tolist()
+    # a stripe batch's rows go out in one ops_run_io walk, member by member, each member with
+    # the blocks of every row of the batch in row order: a write of row r + 8 on a member
+    # right after raid5d's write of row r on that member (same chunk) joins the two rows'
+    # handlings in one batch; rows handled apart never are
+    link = np.zeros(len(handling), dtype=bool)
+    by_time = np.argsort(tq, kind="stable")
+    chunk = top.chunk_sectors or ROW_SECTORS
+    row_t, member_t, read_t = row[by_time], member[by_time], read[by_time]
+    nxt = (row_t[1:] == row_t[:-1] + ROW_SECTORS) & (member_t[1:] == member_t[:-1]) & \
+        ~read_t[1:] & ~read_t[:-1] & (row_t[1:] % chunk != 0)
+    link[by_time[:-1][nxt]] = True
+    linked_h = np.zeros(len(starts), dtype=bool)
+    np.logical_or.at(linked_h, handling, link)
     out: dict[int, list[int]] = {}
     masks: dict[int, list[int]] = {}
     rmasks: dict[int, list[int]] = {}
-    for r, st, w, rm in sorted(zip(row[new].tolist(), starts, wrote.tolist(), read_m.tolist())):
+    linked: dict[int, list[bool]] = {}
+    for r, st, w, rm, lk in sorted(zip(row[new].tolist(), starts, wrote.tolist(),
+                                       read_m.tolist(), linked_h.tolist())):
         out.setdefault(r, []).append(st)
         masks.setdefault(r, []).append(w)
         rmasks.setdefault(r, []).append(rm)
+        linked.setdefault(r, []).append(lk)
     return Raid5dRuns(out, masks, rmasks, [a - t0 for a, _ in sessions],
-                      [b - t0 for _, b in sessions], _dirtied(table, top.dev, t0), sleeps)
+                      [b - t0 for _, b in sessions], _dirtied(table, top.dev, t0), sleeps,
+                      linked)
 
 
 def _inside_sleeps(table: EventTable, mine: npt.NDArray[np.bool_],

@@ -431,6 +431,8 @@ class Engine:
         self.r5_reads: dict[int, list[int]] = {}
         #: when raid5d's handle_stripe_dirtying traced a message for a row (raid5d_runs)
         self.r5_dirtied: dict[int, list[int]] = {}
+        #: whether each of those runs wrote the next row in the same ops_run_io walk
+        self.r5_linked: dict[int, list[bool]] = {}
         #: stripe row -> every member the trace shows raid5d reading for the row (bits), or
         #: None without such a trace; clock-free, so kept at any depth (see
         #: ``Engine._cached_before_trace``), and the rows the replay has handled since
@@ -1317,21 +1319,21 @@ class Engine:
             if k < len(times) and times[k] <= self.now:
                 sh.batch_ready = False
 
-    @classmethod
-    def _joins_batch(cls, last: R5Stripe, sh: R5Stripe) -> bool:
+    def _joins_batch(self, last: R5Stripe, sh: R5Stripe) -> bool:
         """``stripe_add_to_batch_list``: ``sh`` joins the batch whose last row is ``last``:
         the next row of the same array inside the same chunk ("Don't cross chunks, so stripe
         pd_idx/qd_idx is the same"), both full-stripe writes with STRIPE_BATCH_READY
         (``stripe_can_batch``: a stripe_head ``init_stripe`` made and raid5d has not handled
         yet), the first data block written with the same flags (``bi_opf``), and ``last``
         a full-stripe write already when ``sh`` became one (the join is made then, by
-        ``make_stripe_request``, looking back only)."""
+        ``make_stripe_request``, looking back only), and not written apart in the trace
+        (:meth:`_traced_apart`)."""
         node = sh.node
         chunk = node.chunk_sectors or STRIPE_SECTORS
         if last.node is not node or last.msec + STRIPE_SECTORS != sh.msec or \
                 not sh.msec % chunk:
             return False
-        if not (cls._full_stripe_write(last) and cls._full_stripe_write(sh)):
+        if not (self._full_stripe_write(last) and self._full_stripe_write(sh)):
             return False
         if not (last.batch_ready and sh.batch_ready):
             return False
@@ -1342,7 +1344,23 @@ class Engine:
             # its own batch, and that row, filling later, looks back only
             return False
         first = min(i for i in range(len(node.members)) if i != sh.pd and i != sh.qd)
-        return last.opf.get(first) == sh.opf.get(first)
+        return last.opf.get(first) == sh.opf.get(first) and not self._traced_apart(last)
+
+    def _traced_apart(self, last: R5Stripe) -> bool:
+        """The trace's ``ops_run_io`` walk that wrote row ``last`` (its first handling at or
+        after now) did not write the next row with it (``Raid5dRuns.linked``): the batch
+        ended there. raid5d's ``handle_stripe`` of a batch head clears STRIPE_BATCH_READY on
+        the whole batch (``clear_batch_ready``), and a row that fills up after that joins
+        no batch of it (``stripe_add_to_batch_list``: ``stripe_can_batch(head)``), however
+        long the parity and the other handlings keep raid5d from the batch's member bios:
+        the trace shows which rows each walk took, not when handle_stripe began."""
+        if last.node is not self.stack.top:
+            return False
+        linked = self.r5_linked.get(last.msec)
+        if not linked:
+            return False
+        k = bisect.bisect_left(self.r5_runs[last.msec], self.now)
+        return k < len(linked) and not linked[k]
 
     @staticmethod
     def _full_stripe_write(sh: R5Stripe) -> bool:
@@ -1351,8 +1369,7 @@ class Engine:
         return all(sh.written.get(i, 0) == whole for i in range(len(sh.node.members))
                    if i != sh.pd and i != sh.qd)
 
-    @staticmethod
-    def _stripe_batches(full: list[R5Stripe]) -> list[list[R5Stripe]]:
+    def _stripe_batches(self, full: list[R5Stripe]) -> list[list[R5Stripe]]:
         """``stripe_add_to_batch_list``: full-stripe writes of consecutive rows inside one
         chunk ("Don't cross chunks, so stripe pd_idx/qd_idx is the same") whose first data
         block was written with the same flags (``bi_opf``) go as one batch.
@@ -1363,7 +1380,7 @@ class Engine:
         """
         batches: list[list[R5Stripe]] = []
         for sh in full:
-            if batches and Engine._joins_batch(batches[-1][-1], sh):
+            if batches and self._joins_batch(batches[-1][-1], sh):
                 batches[-1].append(sh)
             else:
                 batches.append([sh])

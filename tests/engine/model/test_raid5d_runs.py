@@ -777,3 +777,41 @@ def test_raid5d_asleep_inside_a_member_bio_submits_the_rest_of_the_handling_afte
     assert sorted((m, s, n) for t, m, s, n in d if t < 1_000_000) == [(2, 0, 8), (3, 0, 8)]
     assert sorted((m, s, n) for t, m, s, n in d if t >= 1_000_000) == [
         (0, 0, 16), (1, 0, 16), (2, 8, 8), (3, 8, 8)]
+
+
+# --- a batch ends where the trace's ops_run_io walk ended -----------------------------------------
+def _two_walks_trace() -> list[Event]:
+    """Rows 0..24 of chunk 0 written whole by one thread (32 KiB per chunk: rows 0, 8, 16, 24
+    on members 0, 1, 2), released at 10 ns. raid5d writes rows 0 and 8 in one ops_run_io
+    walk (member 3: rows 0, 8; member 2: rows 0, 8; ...) and ends its plug; rows 16 and 24
+    go in a second walk and session 1 ms later (raid5d had begun the first batch before rows
+    16 and 24 were full: clear_batch_ready closed it)."""
+    ev = _q(0, 1, 0, nr=32) + _q(1, 1, 128, nr=32) + _q(2, 1, 256, nr=32) + _u(10, 1)
+    for base, first in ((0, 100_000), (16, 1_100_000)):
+        t = first
+        for m in (3, 2, 1, 0):
+            ev += _r5d(t, m, base) + _r5d(t + 5_000, m, base + 8, getrq=False)
+            t += 10_000
+        for k in range(4):
+            ev += _u(t + 50_000 + k, RAID5D, MEMBERS[3 - k])
+    return ev
+
+
+def test_raid5d_runs_link_the_rows_one_walk_wrote():
+    table = _table(_two_walks_trace())
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 0)
+    assert runs is not None
+    assert runs.linked == {0: [True], 8: [False], 16: [True], 24: [False]}
+
+
+def test_a_batch_ends_where_the_trace_s_walk_ended():
+    """The four full-stripe rows of the chunk, all released together, would be one batch
+    (each member 0+32 when the first session ends); the trace wrote rows 0 and 8 in one walk
+    and rows 16 and 24 in another: two batches, 0+16 per member, then 16+16 in the next
+    session."""
+    out = _replay(_two_walks_trace())
+    d = sorted((t, m, s, n) for t, m, s, n, r in _member(out, ACT_ISSUE) if r & RWBS_WRITE)
+    assert sorted((m, s, n) for t, m, s, n in d if t < 1_000_000) == [(m, 0, 16) for m in range(4)]
+    assert sorted((m, s, n) for t, m, s, n in d if t >= 1_000_000) == [
+        (m, 16, 16) for m in range(4)]
