@@ -1281,10 +1281,12 @@ class Engine:
     def _with_batch_rows(self, due: list[R5Stripe]) -> list[R5Stripe]:
         """The rows raid5d handles now, in its order: those due, by when the trace shows
         raid5d getting to them (the handle list's order, ``__get_priority_stripe``; row order
-        where the trace says nothing), each full-stripe write followed by the released
-        full-stripe writes of the rows after it in its chunk, due or not:
+        where the trace says nothing), each full-stripe write followed by the full-stripe
+        writes of the rows after it in its chunk, due or not, released or not:
         ``stripe_add_to_batch_list`` joined them to its batch when they filled up, and
-        ``handle_stripe`` of the batch head does the whole batch."""
+        ``handle_stripe`` of the batch head does the whole batch (``ops_run_io`` walks
+        ``batch_list``, not a plug's list: a row another thread's plug still holds, which
+        its ``raid5_unplug`` would release later, is written with its batch)."""
         out: list[R5Stripe] = []
         taken: set[int] = set()
         if self.r5_dirtied:
@@ -1299,7 +1301,7 @@ class Engine:
                 continue
             last = sh
             nxt = self.r5_pending.get((sh.node.dev, sh.msec + STRIPE_SECTORS))
-            while nxt is not None and nxt.owner is None and id(nxt) not in taken and \
+            while nxt is not None and id(nxt) not in taken and \
                     self._joins_batch(last, nxt):
                 taken.add(id(nxt))
                 out.append(nxt)

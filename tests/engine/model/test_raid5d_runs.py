@@ -815,3 +815,31 @@ def test_a_batch_ends_where_the_trace_s_walk_ended():
     assert sorted((m, s, n) for t, m, s, n in d if t < 1_000_000) == [(m, 0, 16) for m in range(4)]
     assert sorted((m, s, n) for t, m, s, n in d if t >= 1_000_000) == [
         (m, 16, 16) for m in range(4)]
+
+
+def _batch_across_plugs_trace() -> list[Event]:
+    """Row 0 written whole by pid 1; row 8's first block by pid 2 (its plug takes the
+    stripe: STRIPE_ON_UNPLUG_LIST), the rest by pid 1, which fills it after row 0. pid 1
+    unplugs at 0.1 ms, pid 2 only at 2 ms; raid5d writes rows 0 and 8 in one walk at 1 ms."""
+    ev = _q(0, 1, 0) + _q(10_000, 1, 128) + _q(20_000, 1, 256)
+    ev += _q(30_000, 2, 8) + _q(40_000, 1, 136) + _q(50_000, 1, 264) + _u(100_000, 1)
+    ev += _q(1_900_000, 2, 1_024) + _u(2_000_000, 2)  # pid 2 keeps its plug until then
+    t = 1_000_000
+    for m in (3, 2, 1, 0):
+        ev += _r5d(t, m, 0) + _r5d(t + 5_000, m, 8, getrq=False)
+        t += 10_000
+    for k in range(4):
+        ev += _u(1_100_000 + k, RAID5D, MEMBERS[3 - k])
+    return ev
+
+
+def test_a_batch_takes_a_row_another_thread_s_plug_still_holds():
+    """Row 8 joined row 0's batch when it filled up (``stripe_add_to_batch_list``: the batch
+    list is not the plug's list), so raid5d's handling of the batch head writes it too,
+    though pid 2's plug still holds its stripe_head (``raid5_unplug`` would only release it
+    later): each member gets 0+16 at 1.1 ms, not 0+8 then 8+8 when pid 2's plug goes."""
+    out = _replay(_batch_across_plugs_trace())
+    d = sorted((t, m, s, n) for t, m, s, n, r in _member(out, ACT_ISSUE)
+               if r & RWBS_WRITE and s < 128)
+    assert sorted((m, s, n) for t, m, s, n in d) == [(m, 0, 16) for m in range(4)]
+    assert max(t for t, *_ in d) < 1_900_000
