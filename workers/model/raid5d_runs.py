@@ -36,6 +36,7 @@ from workers.events import (
     ACT_BACKMERGE,
     ACT_FRONTMERGE,
     ACT_GETRQ,
+    ACT_ISSUE,
     ACT_MESSAGE,
     ACT_QUEUE,
     ACT_REMAP,
@@ -281,7 +282,8 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
     act = table.action
     merge = (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)
     ev = np.flatnonzero(mine & ((act == ACT_QUEUE) | (act == ACT_GETRQ) | merge
-                                | (act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER)))
+                                | (act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER)
+                                | (act == ACT_ISSUE)))
     ev = ev[np.argsort(table.time_ns[ev], kind="stable")]
     a = act[ev].tolist()
     t = table.time_ns[ev].astype(np.int64).tolist()
@@ -322,6 +324,14 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
                     r[1] = sec[k]
                     break
             continue
+        if ak == ACT_ISSUE:
+            if prev not in (ACT_QUEUE, ACT_GETRQ):
+                continue  # dispatched after a U of raid5d's, or by another flush: no end
+            # raid5d issued a request it had just queued with no U before it: its plug went
+            # out by ``blk_mq_plug_issue_direct`` (one queue, no elevator), which traces no
+            # unplug before 6.12 ("blk-mq: add missing unplug trace event"); read it as the
+            # U that kernel did not trace
+            ak = ACT_UNPLUG_IO
         if ak == ACT_UNPLUG_IO or ak == ACT_UNPLUG_TIMER:
             if prev == ACT_GETRQ and ak == ACT_UNPLUG_IO and could_flush:
                 ends = False

@@ -843,3 +843,24 @@ def test_a_batch_takes_a_row_another_thread_s_plug_still_holds():
                if r & RWBS_WRITE and s < 128)
     assert sorted((m, s, n) for t, m, s, n in d) == [(m, 0, 16) for m in range(4)]
     assert max(t for t, *_ in d) < 1_900_000
+
+
+def test_raid5d_s_plug_issued_directly_ends_its_session_with_no_unplug_traced():
+    """6.1: raid5d's plug holding requests of one queue goes out by
+    ``blk_mq_plug_issue_direct`` at ``blk_finish_plug``, which traces no U (the unplug event
+    is traced for every flush from 6.12, "blk-mq: add missing unplug trace event"): raid5d's
+    D right after its own Q or G is that flush and ends the session (no U at all: none was
+    read, and raid5d's rows merged across the whole trace)."""
+    ev = _q(0, 1, 0) + _q(1, 1, 8) + _u(10, 1)
+    ev += _r5d(100_000, 2, 0) + [(110_000, RAID5D, MEMBERS[2], ACT_ISSUE, 0, 8, RWBS_WRITE, 0)]
+    ev += _r5d(1_000_000, 2, 8)
+    ev += [(1_010_000, RAID5D, MEMBERS[2], ACT_ISSUE, 8, 8, RWBS_WRITE, 0)]
+    # a D of raid5d's after its U is that flush's dispatch, not a second end
+    ev += _r5d(2_000_000, 2, 16) + _u(2_005_000, RAID5D, MEMBERS[2])
+    ev += [(2_010_000, RAID5D, MEMBERS[2], ACT_ISSUE, 16, 8, RWBS_WRITE, 0)]
+    table = _table(ev)
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 0)
+    assert runs is not None
+    assert runs.session_start == [100_001, 1_000_001, 2_000_001]
+    assert runs.session_end == [110_000, 1_010_000, 2_005_000]
