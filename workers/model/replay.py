@@ -86,9 +86,9 @@ from workers.model.own_requests import (
 from workers.model.plug import F_IDLE, F_SYNC, F_UNMERGEABLE, Bio
 from workers.model.policy import Policy, parse_size
 from workers.model.raid5d_reads import read_plug_sessions, write_plug_sessions
-from workers.model.raid5d_runs import Raid5dRuns, raid5d_runs
+from workers.model.raid5d_runs import ROW_SECTORS, Raid5dRuns, raid5d_runs
 from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
-from workers.model.stack import RAID456, Stack, all_limits
+from workers.model.stack import RAID456, Stack, all_limits, raid5_map, raid6_map
 from workers.model.submit import EV_COMPLETE, EV_RAID5D, EV_RAID5D_END, EV_UNIT, Engine, Unit
 from workers.model.trace_plugs import (
     kblockd_runs,
@@ -251,7 +251,12 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         if len(kblockd):
             meta["kblockd_runs"] = kblockd
     if table.time_known and n:
-        sleeps = _schedule_flushes(table, rows, int(table.time_ns[rows].min()))
+        # on raid4/5/6 the replay asks the stripe cache whether a sleep was inside the bio
+        inside_at: dict[int, dict[int, int]] | None = \
+            {} if stack is not None and stack.top.kind in RAID456 else None
+        bio_of: dict[tuple[int, int], tuple[int, int]] = {}
+        sleeps = _schedule_flushes(table, rows, int(table.time_ns[rows].min()), inside_at,
+                                   bio_of)
         if sleeps:
             meta["sleeps"] = sleeps
     mirror = _mirror_read_choices(table, top_dev)
@@ -261,6 +266,10 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         runs = raid5d_runs(table, rows, stack, int(table.time_ns[rows].min()))
         if runs is not None:
             meta["raid5d_runs"] = runs
+            assert stack is not None
+            inside_at = _unhandled_before_sleep(inside_at, bio_of, runs, stack)
+            if inside_at:
+                meta["sleeps_inside"] = inside_at
             served = traced_service(table, int(table.time_ns[rows].min()))
             if served.shape[1]:
                 meta["traced_service"] = served
@@ -358,7 +367,9 @@ def traced_service(table: EventTable, t0: int) -> npt.NDArray[np.int64]:
     return np.array(out, dtype=np.int64).reshape(-1, 6).T
 
 
-def _schedule_flushes(table: EventTable, q_rows: npt.NDArray[np.intp], t0: int
+def _schedule_flushes(table: EventTable, q_rows: npt.NDArray[np.intp], t0: int,
+                      inside_at: dict[int, dict[int, int]] | None = None,
+                      bio_of: dict[tuple[int, int], tuple[int, int]] | None = None
                       ) -> dict[int, npt.NDArray[np.int64]]:
     """Per submitting thread, when the trace shows it going to sleep with a plug: its UT
     events (``trace_block_unplug`` with ``explicit`` false: ``blk_mq_flush_plug_list`` called
@@ -405,6 +416,43 @@ def _schedule_flushes(table: EventTable, q_rows: npt.NDArray[np.intp], t0: int
         inside &= ~again
         at = np.where(inside, tq - 1, tt)
         out[int(p)] = np.unique(at) - t0
+        if inside_at is not None and bool(np.any(inside)):
+            inside_at[int(p)] = {int(a) - t0: int(b) - t0
+                                 for a, b in zip(at[inside].tolist(), tt[inside].tolist())}
+            if bio_of is not None:
+                qrow = q_rows[table.pid[q_rows] == p][np.maximum(k, 0)][inside]
+                for a, r in zip(at[inside].tolist(), qrow.tolist()):
+                    bio_of[(int(p), int(a) - t0)] = (int(table.sector[r]),
+                                                     int(table.nr_sectors[r]))
+    return out
+
+
+def _unhandled_before_sleep(inside_at: dict[int, dict[int, int]] | None,
+                           bio_of: dict[tuple[int, int], tuple[int, int]], runs: Raid5dRuns,
+                           stack: Stack) -> dict[int, dict[int, int]]:
+    """The sleeps of :func:`_schedule_flushes` taken to be inside a raid4/5/6 bio that the
+    replay may still read as after it (``sleeps_inside``: moved time -> the trace's UT),
+    less those whose bio's row raid5d handled between the bio and the UT: that row was not
+    on the writer's plug until its flush then, so the trace does not say the bio went onto
+    the plug before the sleep."""
+    out: dict[int, dict[int, int]] = {}
+    top = stack.top
+    c = top.chunk_sectors or ROW_SECTORS
+    n = len(top.members)
+    for pid, moved in (inside_at or {}).items():
+        for at, woke in moved.items():
+            sector, nr = bio_of.get((pid, at), (-1, 0))
+            handled = False
+            s = sector
+            while s >= 0 and s < sector + nr and not handled:
+                msec = (raid6_map(s, c, n, top.layout)[1] if top.kind == "raid6"
+                        else raid5_map(s, c, n, top.layout)[1])
+                times = runs.rows.get(msec - msec % ROW_SECTORS, [])
+                k = bisect.bisect_right(times, at + 1)
+                handled = k < len(times) and times[k] < woke
+                s = s - s % ROW_SECTORS + ROW_SECTORS
+            if sector >= 0 and not handled:
+                out.setdefault(pid, {})[at] = woke
     return out
 
 
@@ -698,6 +746,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         unmerge = np.zeros(len(sector), dtype=np.bool_)
     unmerge_l = unmerge.tolist()
     sleeps: dict[int, npt.NDArray[np.int64]] = dict(bios.meta.get("sleeps") or {})
+    # sleeps taken to be inside a bio of a raid4/5/6 array, moved before it: the trace's UT
+    sleeps_inside: dict[int, dict[int, int]] = dict(bios.meta.get("sleeps_inside") or {})
     # where kblockd's worker ran in the middle of a no-plug unit (trace_plugs.kblockd_runs)
     kblockd_at: dict[int, list[int]] = {}
     if not bios.app_io:
@@ -824,6 +874,14 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
                 if naps[j] > eng.now:
                     due = naps[j]
                     break
+                woke = sleeps_inside.get(th.pid, {}).get(naps[j])
+                if woke is not None and woke > time_l[i] and \
+                        not eng.raid5_would_wait(top, sector_l[i], nr_l[i], ops[i]):
+                    # the bio gets every stripe_head it needs (raid5_get_active_stripe
+                    # does not sleep): it goes onto the plug, and the thread slept after
+                    # it, at the trace's UT, whose flush (raid5_unplug) releases its row
+                    naps[j] = woke
+                    continue
                 # the trace shows the thread sleeping here: its plug goes out from schedule
                 assert plug_obj is not None
                 plug_obj.flush(True)
@@ -859,6 +917,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         if plug_obj is not None:
             nap = _sleep_after(sleeps.get(th.pid), time_l[rows[-1]],
                                th.units[ui + 1][0] if ui + 1 < len(th.units) else None)
+            if j < len(naps) and (nap is None or naps[j] < nap):
+                nap = naps[j]  # a sleep after the unit's last bio, moved there above
             if nap is not None and nap > eng.now and not th.sync:
                 # the thread kept its plug until it slept (UT): blk_flush_plug from
                 # sched_submit_work, the requests inserted and run by kblockd then

@@ -215,7 +215,7 @@ class R5Cache:
     forgets what it held (``init_stripe``). Free stripe_heads are used before any is evicted.
     """
 
-    __slots__ = ("cap", "inactive", "active", "live", "held")
+    __slots__ = ("cap", "inactive", "active", "live", "held", "rows")
 
     def __init__(self, size: int) -> None:
         n = NR_STRIPE_HASH_LOCKS
@@ -227,6 +227,10 @@ class R5Cache:
         #: kernel's one stripe_head of the row: active, so on no inactive list to be evicted)
         self.live: dict[int, int] = {}
         self.held: dict[int, frozenset[int]] = {}
+        #: stripe_heads active per hash list, one per row (the kernel's ``active_stripes``
+        #: by hash: a row the model gives a second stripe while its I/O is in flight is
+        #: one stripe_head there)
+        self.rows = [0] * n
 
     def holds(self, msec: int) -> bool:
         """The row's stripe_head is in the cache (find_get_stripe finds it: no init_stripe)."""
@@ -236,6 +240,17 @@ class R5Cache:
         """The row's up-to-date blocks as the cache holds them now (nothing activated)."""
         up = self.held.get(msec)
         return up if up is not None else self.inactive[self.hash_of(msec)].get(msec, frozenset())
+
+    def would_wait(self, msec: int) -> bool:
+        """``raid5_get_active_stripe`` would sleep for the row: it has no stripe_head, active
+        or inactive in the hash (``find_get_stripe``), and its hash list has no free one
+        (``get_free_stripe`` finds ``inactive_list[hash]`` empty: every stripe_head of the
+        list is active), so the writer sets R5_INACTIVE_BLOCKED and sleeps on
+        ``conf->wait_for_stripe``."""
+        h = self.hash_of(msec)
+        if msec in self.live or msec in self.inactive[h]:
+            return False
+        return not self.inactive[h] and self.rows[h] >= self.cap[h]
 
     @staticmethod
     def hash_of(msec: int) -> int:
@@ -251,6 +266,8 @@ class R5Cache:
             if lst and len(lst) + self.active[h] >= self.cap[h]:
                 lst.popitem(last=False)
         self.active[h] += 1
+        if msec not in self.live:
+            self.rows[h] += 1
         self.live[msec] = self.live.get(msec, 0) + 1
         return up
 
@@ -263,7 +280,8 @@ class R5Cache:
             self.live[msec] = left
             self.held[msec] = up
             return
-        self.live.pop(msec, None)
+        if self.live.pop(msec, None) is not None:
+            self.rows[h] -= 1
         self.held.pop(msec, None)
         lst = self.inactive[h]
         lst.pop(msec, None)
@@ -934,6 +952,33 @@ class Engine:
             self._mirror_write(node, bio, copies)
 
     # --- raid5 stripe cache (writes) -------------------------------------------------------------
+    def raid5_would_wait(self, dev: int, sector: int, nr: int, op: int) -> bool:
+        """Whether a write of ``nr`` sectors at ``sector`` to array ``dev`` would sleep in
+        ``raid5_get_active_stripe`` now, for lack of a free stripe_head (see
+        :meth:`R5Cache.would_wait`): ``make_stripe_request`` asks for each 4 KiB row's
+        stripe_head in turn; a row with a stripe_head on the model's lists (on a plug,
+        reading, delayed) or in the cache never waits. False for anything but a write to a
+        raid4/5/6 array."""
+        node = self.nodes.get(dev)
+        if node is None or node.kind not in RAID456 or op != OP_WRITE:
+            return False
+        cache = self.r5_cache[dev]
+        c = node.chunk_sectors or STRIPE_SECTORS
+        n = len(node.members)
+        s, end = sector, sector + nr
+        while s < end:
+            if node.kind == "raid6":
+                msec = raid6_map(s, c, n, node.layout)[1]
+            else:
+                msec = raid5_map(s, c, n, node.layout)[1]
+            row = msec - msec % STRIPE_SECTORS
+            key = (dev, row)
+            if key not in self.r5_pending and key not in self.r5_reading and \
+                    key not in self.r5_delayed and cache.would_wait(row):
+                return True
+            s = s - s % STRIPE_SECTORS + STRIPE_SECTORS
+        return False
+
     def _raid5_add_write(self, node: Node, bio: Bio, disk: int, msec: int, pd: int,
                          piece: MdPiece, qd: int = -1) -> None:
         """``add_stripe_bio`` for every 4 KiB row of a write piece inside one chunk."""

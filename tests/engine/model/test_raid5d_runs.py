@@ -864,3 +864,59 @@ def test_raid5d_s_plug_issued_directly_ends_its_session_with_no_unplug_traced():
     assert runs is not None
     assert runs.session_start == [100_001, 1_000_001, 2_000_001]
     assert runs.session_end == [110_000, 1_010_000, 2_005_000]
+
+
+# --- a sleep inside a bio only when the stripe cache has no stripe_head for it --------------------
+def _sleep_after_a_bio_trace() -> list[Event]:
+    """The flusher (pid 1) queues rows 64 and 128 and then row 0's block 0 (all on hash list
+    0), and its md UT follows 1.9 ms later, nothing placed for the bio (md has no request of
+    its own); ``sync`` (pid 2) queues row 0's blocks 1 and 2 at 1 ms and keeps its plug until
+    6 ms; raid5d writes row 0 whole at 3 ms."""
+    ev = _q(50, 1, 64) + _q(60, 1, 384) + _q(100, 1, 0)
+    ev += _u(2_000_000, 1, act=ACT_UNPLUG_TIMER) + _q(5_000_000, 1, 1024) + _u(5_000_010, 1)
+    ev += _q(1_000_000, 2, 128) + _q(1_000_001, 2, 256)
+    ev += _q(6_000_000, 2, 2048) + _u(6_000_010, 2)
+    for k, m in enumerate([3, 2, 1, 0]):
+        ev += _r5d(3_000_000 + 10 * k, m, 0)
+    ev += _u(3_000_100, RAID5D, MEMBERS[0])
+    return ev
+
+
+def _row_writes(out: EventTable, msec: int) -> list[int]:
+    return [t for t, _m, s, _n, r in _member(out, ACT_QUEUE) if s == msec and r & RWBS_WRITE]
+
+
+def test_a_sleep_after_a_bio_that_got_its_stripe_head_keeps_it_on_the_plug_until_then():
+    """A writer's md UT after its bio, with nothing placed for it, was read as a sleep inside
+    the bio (its plug flushed before it, the bio's row released with the unit's end). But
+    ``raid5_get_active_stripe`` sleeps only when the row has no stripe_head and its hash list
+    none free (``conf->wait_for_stripe``): with md's 256 stripe_heads the bio got one, its
+    stripe went onto the flusher's plug, and the UT's ``raid5_unplug`` released it at 2 ms.
+    Released at once, ``sync``'s blocks took it onto sync's plug (``release_stripe_plug``)
+    until 6 ms, past raid5d's handling of the row at 3 ms."""
+    row = _row_writes(_replay(_sleep_after_a_bio_trace()), 0)
+    assert len(row) == 4 and 3_000_000 <= min(row) and max(row) < 5_000_000
+
+
+def test_a_sleep_for_a_free_stripe_head_is_inside_the_bio():
+    """With ``stripe_cache_size`` 16 (2 stripe_heads per hash list) rows 64 and 128 hold hash
+    list 0: row 0's bio waits for a stripe_head (R5_INACTIVE_BLOCKED, ``wait_for_stripe``),
+    the sleep is inside it and the plug went out before it; ``sync``'s blocks then hold the
+    row on sync's plug (6 ms)."""
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    small = dataclasses.replace(stack, top=dataclasses.replace(stack.top, stripe_cache=16))
+    bios = bios_from_table(_table(_sleep_after_a_bio_trace()), MD, stack=small)
+    row = _row_writes(replay(bios, small, preset_for_kernel("6.1"), engine="python"), 0)
+    assert len(row) == 4 and min(row) >= 6_000_000
+
+
+def test_a_row_raid5d_handled_before_the_writer_s_sleep_was_not_on_its_plug():
+    """Where raid5d handled the bio's row between the bio and the writer's UT, the row was
+    not on the writer's plug until that UT: the sleep keeps its reading as inside the bio."""
+    ev = _sleep_after_a_bio_trace()
+    for k, m in enumerate([3, 2, 1, 0]):
+        ev += _r5d(1_500_000 + 10 * k, m, 0)
+    ev += _u(1_500_100, RAID5D, MEMBERS[0])
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    bios = bios_from_table(_table(ev), MD, stack=stack)
+    assert not bios.meta.get("sleeps_inside")
