@@ -22,7 +22,9 @@ definition that produced it. A cell already captured is skipped (delete it to re
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import shutil
 import time
@@ -142,9 +144,8 @@ def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: s
     shutil.copy2(path, out / "matrix.toml")
     pats = [re.compile(p) for p in only or []]
     index_path = out / "index.json"
-    index: dict[str, Any] = json.loads(index_path.read_text()) if index_path.exists() else {}
-    cells = index.setdefault("cells", {})
-    skipped = index.setdefault("skipped", {})
+    index = _Index(index_path)
+    cells, skipped = index.cells, index.skipped
     failures = 0
     for kspec in kernels or m.kernels:
         try:
@@ -152,10 +153,9 @@ def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: s
         except KernelUnbootable as exc:
             alert(f"[{exc.version}] skipped: {exc}")
             skipped[exc.version] = str(exc)[:500]
-            _write_index(index_path, index)
+            index.write()
             continue
-        skipped.pop(kspec, None)
-        skipped.pop(kernel.version, None)
+        index.unskip(kspec, kernel.version)
         for gi, (dspec, group) in enumerate(m.groups().items()):
             todo = [c for c in group
                     if (not pats or any(p.search(c.case.name) or p.search(kernel.version)
@@ -189,17 +189,46 @@ def run_matrix(path: Path, out: Path, *, only: list[str] | None = None, accel: s
                     "bundle": str(r.bundle.relative_to(out)) if r.bundle else None}
             say(f"[{kernel.version}] {len(todo)} case(s) in {time.monotonic() - t0:.0f} s "
                 f"({res.accel})")
-            _write_index(index_path, index)
-    _write_index(index_path, index)
+            index.write()
+    index.write()
     return 1 if failures else 0
 
 
-def _write_index(path: Path, index: dict[str, Any]) -> None:
-    """Replace index.json atomically: ``python -m workers fidelity`` may read it while a
-    matrix run is still capturing (its ``split`` marks the calibration cells)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(index, indent=1, sort_keys=True))
-    tmp.replace(path)
+class _Index:
+    """This run's cells and skipped kernels, merged into ``index.json`` on every write.
+
+    Two matrix runs may share one ``--out`` (one per kernel, the second waiting for the
+    first's VM): each writes only the entries it captured or skipped, into the file as it is
+    now (re-read under an ``flock``), so neither drops the other's cells. The file is
+    replaced atomically: ``python -m workers fidelity`` may read it while a run is still
+    capturing (its ``split`` marks the calibration cells).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.cells: dict[str, Any] = {}
+        self.skipped: dict[str, str] = {}
+        self._unskipped: set[str] = set()
+
+    def unskip(self, *versions: str) -> None:
+        """These kernel names booted this time: drop them from ``skipped``."""
+        for v in versions:
+            self.skipped.pop(v, None)
+            self._unskipped.add(v)
+
+    def write(self) -> None:
+        with open(self.path.with_name(f".{self.path.name}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            now: dict[str, Any] = (json.loads(self.path.read_text())
+                                   if self.path.exists() else {})
+            now.setdefault("cells", {}).update(self.cells)
+            skipped = now.setdefault("skipped", {})
+            for v in self._unskipped:
+                skipped.pop(v, None)
+            skipped.update(self.skipped)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(now, indent=1, sort_keys=True))
+            tmp.replace(self.path)
 
 
 def export_subset(src: Path, dest: Path, *, kernels: list[str] | None = None,

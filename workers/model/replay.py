@@ -1141,11 +1141,26 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     meta = meta[:, order]
     bt = bios.time_ns
     remaps = bios.meta.get("top_remaps")
-    writes = np.flatnonzero(((bios.rwbs & RWBS_WRITE) != 0) & (bios.nr_sectors > 0))
+    # a discard is a write to md too (``op_is_write(REQ_OP_DISCARD)``: raid1/raid10/raid5's
+    # make_request call ``md_write_start`` for it before ``raid10_handle_discard`` & co.)
+    writes = np.flatnonzero(((bios.rwbs & (RWBS_WRITE | RWBS_DISCARD)) != 0)
+                            & (bios.nr_sectors > 0))
     wt = bt[writes]
-    # groups: consecutive metadata writes with no top bio submitted between them
+    # groups: consecutive metadata writes with no top bio submitted between them, one
+    # ``md_update_sb`` each: a member written again starts the next update (the update that
+    # marks the array dirty and the one that marks it clean again after ``safe_mode_delay``
+    # need no top bio between them when the last write came before both)
     nxt = np.searchsorted(bt, meta[0], side="right")
-    starts = np.flatnonzero(np.r_[True, nxt[1:] != nxt[:-1]])
+    cut = np.zeros(meta.shape[1], dtype=bool)
+    cut[0] = True
+    seen: set[int] = set()
+    for j in range(meta.shape[1]):
+        dev = int(meta[1, j])
+        if j and (nxt[j] != nxt[j - 1] or (md and dev in seen)):
+            cut[j] = True
+            seen = set()
+        seen.add(dev)
+    starts = np.flatnonzero(cut)
     ends = np.r_[starts[1:], meta.shape[1]]
     ev_t = cols[0]
     out: list[tuple[int, ...]] = []
@@ -1169,6 +1184,12 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
                 limit = int(top_q[nb]) if nb < len(top_q) else None
             before = ev_t if limit is None else ev_t[ev_t < limit]
             at = (int(before.max()) + 1) if len(before) else tm
+            if md:
+                # and not before its own time: the update that marks the array clean again
+                # runs ``safe_mode_delay`` after the last write ended (``md_write_end`` ->
+                # ``safe_mode_timer``), when the trace shows it, not as soon as the last
+                # predicted request of the bios before it was queued
+                at = max(at, tm)
             clean = True
         prev_t = tm
         stages: list[list[tuple[int, tuple[int, int, int, int]]]] = []

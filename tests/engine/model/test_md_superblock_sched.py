@@ -52,3 +52,32 @@ def test_change_point_is_eevdf_in_6_6():
     assert preset_for_kernel("6.5.13").sched_wakeup == "cfs"
     assert preset_for_kernel("6.6.0").sched_wakeup == "eevdf"
     assert preset_for_kernel("7.3.4").sched_wakeup == "eevdf"
+
+
+def _update_times(rwbs: int) -> list[tuple[int, int, int]]:
+    """One top bio at 100 ns, then two updates the trace shows after it with no top bio between
+    (the one that marks the array dirty, at 150 ns, and the one that marks it clean again
+    after safe_mode_delay, at 9000 ns); the prediction's own rows end at 400 ns."""
+    stack = stack_from_spec("raid10:disks=2,chunk=64k,layout=n2,write_cache=write back,fua=0")
+    a, b = (m.dev for m in stack.top.members)
+    meta = np.array([[150, 160, 9000, 9010], [b, a, b, a], [8, 8, 8, 8], [1, 1, 1, 1],
+                     [SB, SB, SB, SB]], dtype=np.int64)
+    bios = BioStream.from_arrays([0], [262144], rwbs=rwbs, time_ns=[100])
+    cols = np.array([[100, 120, 400]], dtype=np.int64)
+    rows = md_metadata_rows(meta, bios, stack, cols, "cfs")
+    d = (rows[3] == ACT_ISSUE) & (rows[6] == 1)
+    return list(zip(rows[0][d].tolist(), rows[1][d].tolist(), rows[5][d].tolist(), strict=True))
+
+
+def test_a_discard_waits_for_the_update_that_marks_the_array_dirty():
+    # md_write_start runs for a discard too (op_is_write(REQ_OP_DISCARD)): the first update
+    # goes before the discard's own rows (at its Q), the second after every predicted row
+    # and not before its traced time (safe_mode_delay after the last write ended)
+    from workers.events import RWBS_DISCARD
+    stack = stack_from_spec("raid10:disks=2,chunk=64k,layout=n2")
+    a, b = (m.dev for m in stack.top.members)
+    assert _update_times(RWBS_DISCARD | RWBS_SYNC) == [(100, b, 8), (100, a, 8),
+                                                       (9000, b, 8), (9000, a, 8)]
+    # and a write the same way
+    assert _update_times(RWBS_WRITE | RWBS_SYNC) == [(100, b, 8), (100, a, 8),
+                                                     (9000, b, 8), (9000, a, 8)]

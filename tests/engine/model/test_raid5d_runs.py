@@ -314,7 +314,12 @@ def test_a_superblock_update_after_a_write_reached_the_members_follows_that_writ
             bios, meta={"top_remaps": np.array(remaps, np.int64)})
         return int(md_metadata_rows(meta, b, stack, cols)[0].min())
 
-    assert first_at([200]) == 401  # the write reached the members at 200: after it
+    # the write reached the members at 200: after its predicted events, and not before the
+    # update's own traced time (safe_mode_delay after the last write ended)
+    assert first_at([200]) == 1000
+    cols[0] = [100, 300, 1400]  # a prediction slower than the trace: after its last event
+    assert first_at([200]) == 1401
+    cols[0] = [100, 300, 400]
     assert first_at([1200]) == 100  # its I/O only after the update: md_write_start waited
     assert first_at(None) == 100
 
