@@ -59,6 +59,7 @@ from workers.events import (
     EventTable,
 )
 from workers.model.build import build_bios, natural_bio_pages
+from workers.model.crypt_write import crypt_write_sessions
 from workers.model.evbuf import (
     EV_ACT,
     EV_AUX,
@@ -279,6 +280,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         write_sessions = write_plug_sessions(table, rows, stack)
         if write_sessions is not None:
             meta["raid5d_write_sessions"] = write_sessions
+    crypt = crypt_write_sessions(table, stack)
+    if crypt is not None:
+        meta["crypt_write_sessions"] = crypt
     unmergeable = unmergeable_writes(table, rows, top_dev, stack)
     if bool(np.any(unmergeable)):
         meta["unmergeable"] = unmergeable
@@ -690,6 +694,11 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         eng.r5_linked = dict(runs.linked)
         for s0, sleep_dev, sleep_sector, wake in runs.sleeps:
             eng.r5_sleeps.setdefault((sleep_dev, sleep_sector), []).append((s0, wake))
+    crypt = bios.meta.get("crypt_write_sessions")
+    if isinstance(crypt, dict):
+        # dm-crypt's write thread: which pieces it submitted under one plug, in what order
+        # (by order alone: Engine.crypt_queue)
+        eng.set_crypt_sessions(crypt)
     served = bios.meta.get("traced_service")
     if served is not None and isinstance(runs, Raid5dRuns) and not bios.app_io:
         # on the trace's clock, a member request the trace shows completes when it did there

@@ -54,8 +54,8 @@ MIRRORED = frozenset({"raid1", "raid10"})
 APPROXIMATIONS: dict[str, tuple[str, str]] = {
     "dm-linear": ("linear", "dm-linear remaps each bio to one target like md-linear"),
     "dm-stripe": ("raid0", "dm-stripe splits at the chunk and maps round robin like raid0"),
-    "dm-crypt": ("linear", "dm-crypt remaps 1:1 (its own splitting into 256-page bios and "
-                 "its kcryptd reordering are not modelled)"),
+    "dm-crypt": ("linear", "dm-crypt remaps 1:1 (its request size cut and its write "
+                 "thread's plug sessions are modelled, kcryptd's encryption time is not)"),
     "loop": ("disk", "one disk, the file system below it not modelled: a loop device is "
              "mapped to its disk only from a manifest with direct I/O and the backing file's "
              "extent map, [stack] file_extents"),

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -529,6 +529,22 @@ class Engine:
         #: requests the trace shows served, (dev, sector, nr, write) -> [[D, C], ...], for a
         #: replay on the trace's clock (see ``traced_completion``); None: the device model
         self.served: dict[tuple[int, int, int, bool], list[list[int]]] | None = None
+        #: dm-crypt's write thread (:meth:`crypt_queue`): per member device, the trace's plug
+        #: sessions still to come (:func:`workers.model.crypt_write.crypt_write_sessions`),
+        #: and the encrypted pieces waiting in ``cc->write_tree``, (sector, nr) -> clones
+        self.crypt_sessions: dict[int, deque[tuple[int, list[tuple[int, int]]]]] = {}
+        self.crypt_tree: dict[int, dict[tuple[int, int], deque[tuple[Bio, int, int]]]] = {}
+        self.crypt_expected: dict[int, Counter[tuple[int, int]]] = {}
+
+    def set_crypt_sessions(self, sessions: dict[int, list[tuple[int, list[tuple[int, int]]]]]
+                           ) -> None:
+        """dm-crypt's write thread sessions as the trace shows them (per member device: the
+        pid and the pieces of each, in order; :func:`workers.model.crypt_write.
+        crypt_write_sessions`)."""
+        self.crypt_sessions = {dev: deque((pid, list(keys)) for pid, keys in ss)
+                               for dev, ss in sessions.items()}
+        self.crypt_expected = {dev: Counter(k for _, keys in ss for k in keys)
+                               for dev, ss in sessions.items()}
 
     def set_traced_service(self, served: npt.NDArray[np.int64]) -> None:
         """Take the trace's served requests (:func:`workers.model.replay.traced_service`)."""
@@ -610,6 +626,8 @@ class Engine:
         """``submit_bio`` from a thread (the top of the stack)."""
         self._count(bio)
         self.submit_noacct(bio, split=False)
+        if self.crypt_tree:
+            self.crypt_flush_rest()
 
     def submit_flush(self, pid: int, rwbs: int, unit: Any = None) -> None:
         """An empty REQ_PREFLUSH bio (``blkdev_issue_flush``: fsync, sync, umount, mkfs)
@@ -1780,8 +1798,82 @@ class Engine:
         if left < bio.nr:
             bio = self._personality_split(bio, left)
         piece = self._piece(node, bio)
-        self._remap(node, bio, node.members[idx], msec + node.data_offset, bio.nr, piece)
+        if node.approximates == "dm-crypt" and bio.op == OP_WRITE:
+            self.crypt_queue(node, bio, node.members[idx], msec + node.data_offset, piece)
+        else:
+            self._remap(node, bio, node.members[idx], msec + node.data_offset, bio.nr, piece)
         self._release(bio, self.now)
+
+    def crypt_queue(self, node: Node, bio: Bio, member: Node, msec: int,
+                    piece: MdPiece) -> None:
+        """An encrypted dm-crypt write waits for its write thread in ``cc->write_tree``.
+
+        ``kcryptd_crypt_write_io_submit`` (drivers/md/dm-crypt.c) inserts the finished clone
+        into the rbtree sorted by sector and wakes ``dmcrypt_write``, which submits what the
+        tree holds (:meth:`crypt_release`). The trace's sessions of that thread
+        (``crypt_sessions``) say which pieces it found together and in which order: a
+        session goes out once all its pieces are in the tree; without them, what the tree
+        holds when the submitter is done goes out together (:meth:`crypt_flush_rest`).
+        """
+        child = Bio(member.dev, msec, bio.nr, bio.op, bio.rwbs, bio.flags, bio.unit, piece,
+                    bio.off, bio.seg, bio.pid, fresh=True, layout=bio.layout)
+        self._count(child)
+        tree = self.crypt_tree.setdefault(member.dev, {})
+        tree.setdefault((msec, bio.nr), deque()).append((child, node.dev, bio.sector))
+        sessions = self.crypt_sessions.get(member.dev)
+        while sessions and tree and all(k in tree for k in sessions[0][1]):
+            pid, keys = sessions.popleft()
+            self.crypt_expected[member.dev].subtract(keys)
+            self.crypt_release(member.dev, keys, pid)
+
+    def crypt_release(self, dev: int, keys: list[tuple[int, int]], pid: int | None) -> None:
+        """``dmcrypt_write``: the pieces ``keys`` leave the write tree in that order under
+        one ``blk_start_plug`` / ``blk_finish_plug`` of the write thread (``pid``; None: the
+        submitter's), each remapped (A) and submitted with ``submit_bio_noacct``; the plug
+        merges them as ``blk_attempt_plug_merge`` does."""
+        tree = self.crypt_tree[dev]
+        saved = (self.plug, self.bio_list, self.no_plug)
+        self.plug, self.bio_list, self.no_plug = self.make_plug(), None, False
+        for key in keys:
+            waiting = tree[key]
+            child, top, sector = waiting.popleft()
+            if not waiting:
+                del tree[key]
+            if pid is not None:
+                child.pid = pid
+            self.ev(dev, child.pid, ACT_REMAP, child.rwbs, child.sector, child.nr, aux=sector,
+                    aux2=top)
+            self.tick()
+            self.submit_noacct(child, split=False)
+        plug = self.plug
+        plug.flush(False)
+        self.plug, self.bio_list, self.no_plug = saved
+        if not tree:
+            del self.crypt_tree[dev]
+
+    def crypt_flush_rest(self) -> None:
+        """The submitter of a write is done: ``dmcrypt_write`` takes what the tree still
+        holds, in sector order (the rbtree's), together: pieces with no traced session, or
+        whose traced session is not complete (another kernel's split, or a trace the replay
+        left). Those pieces leave their traced sessions, so the tree is empty afterwards and
+        no piece waits for one that never comes."""
+        for dev in list(self.crypt_tree):
+            tree = self.crypt_tree[dev]
+            keys = sorted(k for k in tree for _ in range(len(tree[k])))
+            sessions = self.crypt_sessions.get(dev)
+            expected = self.crypt_expected.get(dev)
+            if sessions and expected is not None and any(expected[k] > 0 for k in keys):
+                gone = Counter({k: min(c, expected[k]) for k, c in Counter(keys).items()
+                                if expected[k] > 0})
+                expected.subtract(gone)
+                for _, skeys in sessions:
+                    for k in [k for k in skeys if gone[k] > 0]:
+                        skeys.remove(k)
+                        gone[k] -= 1
+                    if not any(gone.values()):
+                        break
+                self.crypt_sessions[dev] = deque(ss for ss in sessions if ss[1])
+            self.crypt_release(dev, keys, None)
 
     def _dm_crypt_max_sectors(self, bio: Bio) -> int:
         """dm-crypt's largest request (sectors; 0: no limit), ``get_max_request_sectors``.

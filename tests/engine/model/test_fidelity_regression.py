@@ -36,6 +36,10 @@ CALIBRATION = {
     "7.3.4+deb13-amd64/dmcrypt_dd256k": 1.000,
     # + __submit_bio's per-bio plug read from P/G/U with 128 KiB pieces (was 0.000)
     "6.12.117+deb13-amd64/dmcrypt_dd256k": 1.000,
+    # dm-crypt's write thread: the pieces of a 256 KiB direct write in the plug sessions the
+    # trace shows dmcrypt_write submitting them (merged when found together; was 0.708, 0.542)
+    "7.3.4+deb13-amd64/dmcrypt_ddw256k": 1.000,
+    "6.12.117+deb13-amd64/dmcrypt_ddw256k": 1.000,
     # loop with direct I/O: direct writes at the file's extents (loop_map), then ext4's jbd2
     # commit and sync's metadata writes as the trace shows them (was 0.480 as one disk)
     "7.3.4+deb13-amd64/loop_dio_ddw512k": 1.000,
