@@ -211,16 +211,7 @@ def _inside_sleeps(table: EventTable, mine: npt.NDArray[np.bool_],
     session. Returns (start of the session whose UT it is, member device, member sector,
     the first raid5d bio after the sleep) per sleep, in time order.
     """
-    act = table.action
-    merge = (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)
-    ev = np.flatnonzero(mine & ((act == ACT_QUEUE) | (act == ACT_GETRQ) | merge
-                                | (act == ACT_UNPLUG_TIMER)))
-    ev = ev[np.argsort(table.time_ns[ev], kind="stable")]
-    a = act[ev].tolist()
-    t = table.time_ns[ev].astype(np.int64).tolist()
-    dv = table.dev[ev].astype(np.int64).tolist()
-    sec = table.sector[ev].astype(np.int64).tolist()
-    nr = table.nr_sectors[ev].astype(np.int64).tolist()
+    ev, a, t, dv, sec, nr = _plug_events(table, mine, (ACT_UNPLUG_TIMER,))
     starts = [s0 for s0, _ in sessions]
     ends = {e: s0 for s0, e in sessions}
     out: list[tuple[int, int, int, int]] = []
@@ -244,6 +235,22 @@ def _inside_sleeps(table: EventTable, mine: npt.NDArray[np.bool_],
             if slept >= 0 and a[k] != ACT_GETRQ:
                 slept = -1
     return out
+
+
+def _plug_events(table: EventTable, mine: npt.NDArray[np.bool_], more: tuple[int, ...]
+                 ) -> tuple[npt.NDArray[np.intp], list[int], list[int], list[int], list[int],
+                            list[int]]:
+    """raid5d's events that show what its plug holds (its Q, G and merges, and ``more``:
+    unplugs, dispatches) in time order: the rows and their action, time, device, sector and
+    size as lists (the readers walk them one by one)."""
+    act = table.action
+    keep = (act == ACT_QUEUE) | (act == ACT_GETRQ) | (act == ACT_BACKMERGE) \
+        | (act == ACT_FRONTMERGE) | np.isin(act, more)
+    ev = np.flatnonzero(mine & keep)
+    ev = ev[np.argsort(table.time_ns[ev], kind="stable")]
+    return (ev, act[ev].tolist(), table.time_ns[ev].astype(np.int64).tolist(),
+            table.dev[ev].astype(np.int64).tolist(), table.sector[ev].astype(np.int64).tolist(),
+            table.nr_sectors[ev].astype(np.int64).tolist())
 
 
 def _dirtied(table: EventTable, top_dev: int, t0: int) -> dict[int, list[int]]:
@@ -279,17 +286,8 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
     the plug (a 4 KiB write joining a plug of one small request) is ``blk_finish_plug``: the
     session ends there, whatever came just before it.
     """
-    act = table.action
-    merge = (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)
-    ev = np.flatnonzero(mine & ((act == ACT_QUEUE) | (act == ACT_GETRQ) | merge
-                                | (act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER)
-                                | (act == ACT_ISSUE)))
-    ev = ev[np.argsort(table.time_ns[ev], kind="stable")]
-    a = act[ev].tolist()
-    t = table.time_ns[ev].astype(np.int64).tolist()
-    nr = table.nr_sectors[ev].astype(np.int64).tolist()
-    dv = table.dev[ev].astype(np.int64).tolist()
-    sec = table.sector[ev].astype(np.int64).tolist()
+    ev, a, t, dv, sec, nr = _plug_events(table, mine,
+                                         (ACT_UNPLUG_IO, ACT_UNPLUG_TIMER, ACT_ISSUE))
     wr = ((table.rwbs[ev].astype(np.int64) & RWBS_WRITE) != 0).tolist()
     # raid5d's plug as blk_add_rq_to_plug sees it when a request joins: its requests
     # ([dev, start, end], grown by the bios merged into them) on how many queues. The request
