@@ -64,6 +64,22 @@ def test_guessed_versions_carry_a_warning(text, needle):
     preset_for_kernel(text)  # still modelled
 
 
+@pytest.mark.parametrize("text", ["7.3.4+deb13-amd64", "7.2.13+deb14-amd64", "6.1.0-57-amd64"])
+def test_measured_kernels_carry_no_warning(text):
+    """The kernels the lab matrix measured (docs/fidelity.md) are not guesses: 7.3.4, the newest
+    Debian offers, must not be reported as newer than the newest the presets were checked on."""
+    from workers.model.presets import kernel_version_warnings
+
+    assert kernel_version_warnings(text) == []
+
+
+def test_a_minor_release_past_the_newest_measured_is_a_guess():
+    from workers.model.presets import NEWEST_KNOWN, kernel_version_warnings
+
+    nxt = f"{NEWEST_KNOWN[0]}.{NEWEST_KNOWN[1] + 1}.1"
+    assert any("newer than the newest kernel" in w for w in kernel_version_warnings(nxt))
+
+
 @pytest.mark.parametrize("text", ["6.1.0-57-amd64", "7.2.13+deb14-amd64", "6.18.15", "v6.18-rc3"])
 def test_known_versions_have_no_warning(text):
     from workers.model.presets import kernel_version_warnings
