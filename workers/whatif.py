@@ -313,6 +313,11 @@ def unexercised(field: str, stack: Any, bios: Any) -> str:
             return "no raid0 in the stack"
         if not np.any(np.asarray(bios.rwbs) & RWBS_DISCARD):
             return "no discards in the input"
+    if field == "raid10_discard":
+        if "raid10" not in kinds:
+            return "no md raid10 in the stack"
+        if not np.any(np.asarray(bios.rwbs) & RWBS_DISCARD):
+            return "no discards in the input"
     if field == "flags_on_resubmit" and "cache" not in kinds:
         return "no bcache (cache) device in the stack"
     if field in ("split_nomerge", "md_io_opt_align") and not kinds & {

@@ -23,6 +23,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "split_remainder": ("tail", "head"),
     "split_nomerge": ("set", "cleared_by_md"),
     "raid0_discard": ("per_chunk", "per_member"),
+    "raid10_discard": ("per_chunk", "per_member"),
     "plug_order": ("fifo_sorted", "lifo", "fifo"),
     "plug_merge_candidate": ("scan", "newest", "oldest"),
     "plug_flush_check": ("newest", "oldest"),
@@ -59,6 +60,11 @@ class Policy:
             ``md_submit_bio`` clears it ("bio could be mergeable after passing to underlayer").
         raid0_discard: ``per_chunk`` (discards split per chunk like other bios, before
             ``raid0_handle_discard``) or ``per_member`` (one bio per member).
+        raid10_discard: ``per_chunk`` (a discard goes through ``raid10_make_request`` like a
+            write: split at every chunk, each piece cloned to every copy) or ``per_member``
+            (Xiao Ni's "md/raid10: improve raid10 discard request", about v5.13:
+            ``raid10_handle_discard`` sends a discard of two stripes or more as one bio per
+            member, ``md_submit_discard_bio``, member 0 first).
         bio_build: direct-I/O bio filling: ``uncapped``, ``cap_max_sectors`` (Ed Tsai's patch:
             stop the bio at a multiple of max_sectors) or ``align:<bytes>`` (Ming Lei's).
         plug_order: ``fifo_sorted`` (<= 5.15, list sorted at flush), ``lifo`` (5.16-6.12.24,
@@ -119,6 +125,7 @@ class Policy:
     split_remainder: str = "head"
     split_nomerge: str = "cleared_by_md"
     raid0_discard: str = "per_member"
+    raid10_discard: str = "per_member"
     bio_build: str = "uncapped"
     plug_order: str = "fifo"
     plug_merge_candidate: str = "newest"

@@ -30,7 +30,7 @@ DEBIAN_ABI: dict[tuple[int, int, int], int] = {
 #: Change points: (first version, changes, source). Applied in order on top of the oldest.
 CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
     ((4, 9, 0), dict(split_remainder="tail", split_nomerge="cleared_by_md",
-                     raid0_discard="per_chunk", bio_build="uncapped", plug_order="fifo_sorted",
+                     raid0_discard="per_chunk", raid10_discard="per_chunk", bio_build="uncapped", plug_order="fifo_sorted",
                      plug_merge_candidate="scan", plug_flush_check="newest", max_plug_count=16,
                      sbitmap_wakeup="per_queue", tag_preempt="always", flags_on_resubmit="reset",
                      max_sectors_cap_kb=1280, md_io_opt_align="off", dio_bio_limit="pages",
@@ -42,6 +42,9 @@ CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
     ((5, 1, 0), dict(dio_bio_limit="vecs"), "07173c3ec276 block: enable multipage bvecs"),
     ((5, 12, 0), dict(flags_on_resubmit="preserve"),
      "bcache: dont reset bio opf in bch_data_insert_start (inferred 5.11/5.12)"),
+    ((5, 13, 0), dict(raid10_discard="per_member"),
+     "md/raid10: improve raid10 discard request (Xiao Ni; re-merged about 5.13 after a revert): "
+     "raid10_handle_discard, one discard per member (the 6.1.192 capture: member 0 first)"),
     ((5, 15, 132), dict(raid0_split="map_both"),
      "319ff40a5427 md/raid0: Fix performance regression for large sequential writes "
      "(5.15.132 stable review, patch 188/511)"),

@@ -115,6 +115,7 @@ from workers.model.stack import (
     raid6_map,
     raid10_copies,
     raid10_geometry,
+    raid10_stride,
 )
 
 
@@ -959,6 +960,9 @@ class Engine:
         c = node.chunk_sectors
         n = len(node.members)
         near, _far, _o = raid10_geometry(node.layout)
+        if is_discard_op(bio.op) and self.policy.raid10_discard == "per_member" and \
+                self.raid10_discard(node, bio):
+            return
         left = c - bio.sector % c
         if left < bio.nr and near < n:  # near copies on every disk: no chunk to cross
             bio = self._personality_split(bio, left)
@@ -968,6 +972,70 @@ class Engine:
             self._mirror_read(node, bio, copies)
         else:
             self._mirror_write(node, bio, copies)
+
+    def raid10_discard(self, node: Node, bio: Bio) -> bool:
+        """``raid10_handle_discard`` (drivers/md/raid10.c, 5.13+): one discard per member.
+
+        A discard of fewer than two stripes (``stripe_size``: ``raid_disks / near_copies +
+        raid_disks % near_copies`` chunks) is not handled here (False: ``-EAGAIN``, the
+        chunk-by-chunk path of a write). Otherwise the part before the first stripe boundary
+        is split off and resubmitted (``bio_split`` + ``submit_bio_noacct(split)``), then the
+        part after the last one (``submit_bio_noacct(bio)``); for the stripes between, every
+        member in slot order (``for (disk = 0; disk < geo->raid_disks; disk++)``) gets one
+        discard of its range, ``md_submit_discard_bio`` (A, then ``submit_bio_noacct``: Q),
+        once per far copy (``geo->stride`` further, a new r10_bio each). The members' requests
+        then leave the submitter's plug one by one: each new one makes ``blk_add_rq_to_plug``
+        flush the previous (BLK_PLUG_FLUSH_SIZE), so the members are issued 0, 1, 2, ...
+        """
+        c = node.chunk_sectors
+        n = len(node.members)
+        near, far, offset = raid10_geometry(node.layout)
+        stripe = (n // near + n % near) * c
+        if bio.nr < 2 * stripe:
+            return False
+        head = bio.sector % stripe
+        if head:
+            front = bio.piece(stripe - head)
+            self._count(front)
+            bio.advance(stripe - head)
+            self.submit_noacct(front, split=False)
+        tail = (bio.sector + bio.nr) % stripe
+        if tail:
+            mid = bio.piece(bio.nr - tail)
+            self._count(mid)
+            bio.advance(bio.nr - tail)
+            self.submit_noacct(bio, split=False)
+            bio = mid
+        start, end = bio.sector, bio.sector + bio.nr
+        first, sdi = divmod(start // c * near, n)
+        last, edi = divmod(end // c * near, n)
+        if offset:
+            first, last = first * far, last * far
+        sdo, edo = start % c + first * c, end % c + last * c
+        dev_sectors = min(node.member_size(i) for i in range(n))
+        stride = raid10_stride(node.layout, c, n, dev_sectors)
+        piece = self._piece(node, bio)
+        for copy in range(1 if offset else far):
+            step = copy * stride
+            for disk in range(n):
+                if disk < sdi:
+                    ds = (first + 1) * c
+                elif disk > sdi:
+                    ds = first * c
+                else:
+                    ds = sdo
+                if disk < edi:
+                    de = (last + 1) * c
+                elif disk > edi:
+                    de = last * c
+                else:
+                    de = edo
+                if de <= ds or disk in node.failed:
+                    continue
+                self._remap(node, bio, node.members[disk], ds + step + node.data_offset,
+                            de - ds, piece)
+        self._release(bio, self.now)
+        return True
 
     # --- raid5 stripe cache (writes) -------------------------------------------------------------
     def raid5_would_wait(self, dev: int, sector: int, nr: int, op: int) -> bool:

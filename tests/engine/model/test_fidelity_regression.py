@@ -64,8 +64,9 @@ CALIBRATION = {
     # member's head), and the scan keeps the sequential member (was 0.000: every read on vda)
     "7.2.13+deb14-amd64/r1_d2_dd1M": 1.000,
     # a discard marks a clean array dirty (md_write_start) before raid10 sends it; the update
-    # that marks it clean again is its own md_update_sb, after the discard (was 0.893)
-    "6.1.0-57-amd64/r10n2_d4_c64_blkdiscard": 0.933,
+    # that marks it clean again is its own md_update_sb, after the discard (was 0.893);
+    # raid10_handle_discard: one discard per member, member 0 first (was 0.933)
+    "6.1.0-57-amd64/r10n2_d4_c64_blkdiscard": 0.952,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
