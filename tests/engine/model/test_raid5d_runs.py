@@ -206,6 +206,31 @@ def test_a_write_merged_up_to_a_read_request_s_start_is_not_that_read_s_front_me
     assert runs.session_end == [170]
 
 
+def test_a_flush_that_sends_the_new_request_out_is_not_its_flush_on_add():
+    """``blk_add_rq_to_plug`` flushes the plug *before* it adds the new request (the
+    request of the G stays in the plug for the next flush). raid5d's write request on
+    member 1 is 128 KiB when its read of member 0 gets a request (G), and a U follows; but
+    that flush dispatches the read (D of member 0 at 512 after the U): it is not the read's
+    flush-on-add but ``blk_finish_plug``, and the session ends there (6.17: an rmw read G'd
+    at 297.3 ms, the U 13.6 ms later sending it out; read as a flush inside the session,
+    the replay held the chunk batch before it in raid5d's plug until 383 ms). Without the
+    read's D the same U is the flush-on-add, and the session goes on."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0) + _u(5, 1)
+    ev += _r5d(100, 1, 0) + _merged(110, 1, 8, 248, w)
+    ev += _r5d(120, 0, 512, read=True) + _u(13_000, RAID5D, MEMBERS[1])
+    ev += [(13_010, RAID5D, MEMBERS[1], ACT_ISSUE, 0, 256, w, 0)]
+    rest = _r5d(20_000, 1, 256) + _u(20_100, RAID5D, MEMBERS[1])
+    sent = ev + [(13_020, RAID5D, MEMBERS[0], ACT_ISSUE, 512, 8, RWBS_READ, 0)] + rest
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    for events, ends in ((sent, [13_000, 20_100]), (ev + rest, [20_100])):
+        table = _table(events)
+        q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+        runs = raid5d_runs(table, q, stack, 0)
+        assert runs is not None
+        assert runs.session_end == ends
+
+
 def test_raid5d_runs_need_a_raid456_top_and_raid5d_s_bios():
     table = _table(_raid5d_trace())
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
