@@ -196,6 +196,27 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
                       linked)
 
 
+def write_walks(runs: Raid5dRuns) -> dict[int, list[tuple[int, bool]]]:
+    """Per stripe row, raid5d's handlings that wrote it, in time order, each as (its rank
+    among all of raid5d's writing handlings by start time, whether its ``ops_run_io`` walk
+    wrote the next row too: one stripe batch, ``Raid5dRuns.linked``).
+
+    Order alone, no clock: a synchronous writer replays on the model's own clock, where
+    raid5d's traced times mean nothing, but the trace still says which rows each walk of
+    raid5d's took together and which walk came first (:meth:`workers.model.submit.Engine.
+    _write_batches`)."""
+    starts = sorted(t for r, ts in runs.rows.items()
+                    for t, w in zip(ts, runs.writes[r], strict=True) if w)
+    rank = {t: k for k, t in enumerate(starts)}
+    out: dict[int, list[tuple[int, bool]]] = {}
+    for r, ts in runs.rows.items():
+        walks = [(rank[t], lk) for t, w, lk in zip(ts, runs.writes[r], runs.linked[r],
+                                                    strict=True) if w]
+        if walks:
+            out[r] = walks
+    return out
+
+
 def _inside_sleeps(table: EventTable, mine: npt.NDArray[np.bool_],
                    sessions: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
     """Where raid5d went to sleep inside one of its member bios, holding its plug.
@@ -235,25 +256,6 @@ def _inside_sleeps(table: EventTable, mine: npt.NDArray[np.bool_],
             if slept >= 0 and a[k] != ACT_GETRQ:
                 slept = -1
     return out
-
-
-def _flush_sends(a: list[int], dv: list[int], sec: list[int], k: int, g: int) -> bool:
-    """Whether the flush whose first U is event ``k`` dispatches the request of the G ``g``
-    read just before it (a D of that device and sector among the flush's U/UT/D events).
-
-    ``blk_add_rq_to_plug`` flushes the plug (``blk_mq_flush_plug_list``) *before* it adds
-    the new request (``rq_list_add_tail`` after the flush): a flush-on-add leaves the request
-    of that G in the plug, to go out with the next flush. A U whose flush sends it out is
-    another flush, ``blk_finish_plug`` (6.17: raid5d's rmw read G'd at 297.3 ms, the U
-    13.6 ms later, the read dispatched with it: the session ended there)."""
-    if g < 0:
-        return False
-    for j in range(k, len(a)):
-        if a[j] not in (ACT_UNPLUG_IO, ACT_UNPLUG_TIMER, ACT_ISSUE):
-            return False
-        if a[j] == ACT_ISSUE and dv[j] == dv[g] and sec[j] == sec[g]:
-            return True
-    return False
 
 
 def _plug_events(table: EventTable, mine: npt.NDArray[np.bool_], more: tuple[int, ...]
@@ -323,11 +325,9 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
     start = -1
     prev = -1
     ends = False  # the U being read ends the session
-    last_g = -1  # the last G read
     for k, i in enumerate(ev.tolist()):
         ak = a[k]
         if ak == ACT_GETRQ:
-            last_g = k
             could_flush = len(rqs) >= (2 * _PLUG_MAX_RQ if len(queues) > 1 else _PLUG_MAX_RQ) \
                 or any(r[2] - r[1] >= _PLUG_FLUSH_SECTORS for r in rqs)
             rqs.append([dv[k], sec[k], sec[k] + nr[k], wr[k]])
@@ -352,8 +352,7 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
             # U that kernel did not trace
             ak = ACT_UNPLUG_IO
         if ak == ACT_UNPLUG_IO or ak == ACT_UNPLUG_TIMER:
-            if prev == ACT_GETRQ and ak == ACT_UNPLUG_IO and could_flush and \
-                    not _flush_sends(a, dv, sec, k, last_g):
+            if prev == ACT_GETRQ and ak == ACT_UNPLUG_IO and could_flush:
                 ends = False
                 rqs = rqs[-1:]  # the new request, alone in the flushed plug
                 queues = {rqs[0][0]}
@@ -376,4 +375,4 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
     return np.array([start_of[i] for i in q.tolist()], dtype=np.int64), sessions
 
 
-__all__ = ["ROW_SECTORS", "Raid5dRuns", "raid5d_member_events", "raid5d_runs"]
+__all__ = ["ROW_SECTORS", "Raid5dRuns", "raid5d_member_events", "raid5d_runs", "write_walks"]

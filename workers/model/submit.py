@@ -272,17 +272,6 @@ class R5Cache:
         self.live[msec] = self.live.get(msec, 0) + 1
         return up
 
-    def join(self, msec: int) -> None:
-        """Another model stripe of a row whose stripe_head is active: the kernel's one
-        stripe_head, which keeps the row's pages (no ``init_stripe``, nothing evicted). Its
-        :meth:`put` is counted like any other; until the last one, the pages are held
-        (:meth:`peek`), on no inactive list."""
-        h = self.hash_of(msec)
-        self.active[h] += 1
-        if msec not in self.live:
-            self.rows[h] += 1
-        self.live[msec] = self.live.get(msec, 0) + 1
-
     def put(self, msec: int, up: frozenset[int]) -> None:
         """Release the row's stripe_head (its I/O done) to the tail of its inactive list."""
         h = self.hash_of(msec)
@@ -306,7 +295,7 @@ class R5Stripe:
     __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
                  "remaining", "phase", "pid", "array_sector", "up", "uptodate", "preread",
                  "full", "owner", "due", "opf", "due_mask", "block_pieces", "reload",
-                 "after", "batch_ready", "born", "filled", "late")
+                 "after", "batch_ready", "born", "filled", "late", "walk")
 
     def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
@@ -359,6 +348,10 @@ class R5Stripe:
         #: data blocks (member indexes) whose ``towrite`` came after the handling at hand
         #: began (``Engine._defer_late_blocks``): left out of its rmw/rcw choice
         self.late: list[int] = []
+        #: the trace's ``ops_run_io`` walk that wrote this handling of the row, where the
+        #: replay runs on its own clock (``Engine.r5_write_walk``): (its rank among raid5d's
+        #: write walks, whether it wrote the next row too); None: not known
+        self.walk: tuple[int, bool] | None = None
 
 
 class MirrorRead(MdPiece):
@@ -477,6 +470,12 @@ class Engine:
         #: the same for the rows raid5d wrote as full-stripe writes (write_plug_sessions)
         self.r5_write_session: dict[int, list[int]] = {}
         self.r5_write_count: dict[int, int] = {}
+        #: stripe row -> raid5d's write walks of the row in the trace, one per handling that
+        #: wrote it: (rank of the walk among all of raid5d's write walks, whether it wrote
+        #: the next row in the same walk), used where raid5d's traced times are not
+        #: (:func:`workers.model.raid5d_runs.write_walks`), and how many the replay has taken
+        self.r5_write_walk: dict[int, list[tuple[int, bool]]] = {}
+        self.r5_walk_count: dict[int, int] = {}
         #: stripes reading for a write (phase 1): later writes to the row join them
         self.r5_reading: dict[tuple[int, int], R5Stripe] = {}
         self.r5_wakes: set[int] = set()
@@ -1252,9 +1251,22 @@ class Engine:
         finishes its plug (``blk_finish_plug`` at the end of ``raid5d``); the chunk's next
         rows never join that batch (it is being handled: ``stripe_can_batch`` wants
         STRIPE_BATCH_READY). The replay's n-th handling of a row takes the trace's n-th
-        session (:mod:`workers.model.raid5d_reads`)."""
+        session (:mod:`workers.model.raid5d_reads`).
+
+        Inside a session, where the trace says which rows each of raid5d's ``ops_run_io``
+        walks wrote (``r5_write_walk``: a synchronous writer, by order alone), a batch ends
+        where the trace's walk did (:meth:`_traced_apart`) and the batches go out in the
+        order of the trace's walks (:meth:`_in_traced_order`)."""
+        for sh in full:
+            sh.walk = None
+            if self.r5_write_walk and sh.node is self.stack.top:
+                n = self.r5_walk_count.get(sh.msec, 0)
+                self.r5_walk_count[sh.msec] = n + 1
+                walks = self.r5_write_walk.get(sh.msec)
+                if walks is not None and n < len(walks):
+                    sh.walk = walks[n]
         if not self.r5_write_session:
-            for batch in self._stripe_batches(full):
+            for batch in self._in_traced_order(self._stripe_batches(full)):
                 self._batch_writes(batch)
             return
         groups: list[tuple[int, list[R5Stripe]]] = []
@@ -1271,8 +1283,24 @@ class Engine:
         for i, (_, group) in enumerate(groups):
             if i:
                 self._finish_raid5d_plug()
-            for batch in self._stripe_batches(group):
+            for batch in self._in_traced_order(self._stripe_batches(group)):
                 self._batch_writes(batch)
+
+    @staticmethod
+    def _in_traced_order(batches: list[list[R5Stripe]]) -> list[list[R5Stripe]]:
+        """Stripe batches in the order raid5d wrote them in the trace (its walks' ranks),
+        where the trace has a walk for every batch's head; else as given (row order).
+
+        The writer with no plug md holds (a direct-I/O ``dd``) releases each row as it adds
+        it (``make_stripe_request`` -> ``release_stripe_plug`` -> ``raid5_release_stripe``);
+        raid5d, racing it on another CPU, takes whatever reached its lists since it last
+        looked (``release_stripe_list``, then ``__get_priority_stripe`` from the handle
+        list), so a row added later may be handled first (7.3: rows 4120 before 4112 of the
+        first write, each alone, their blocks merging on the members as they came). Which
+        came first is the trace's; the replay's clock does not race raid5d."""
+        if len(batches) < 2 or any(b[0].walk is None for b in batches):
+            return batches
+        return sorted(batches, key=lambda b: b[0].walk[0] if b[0].walk is not None else 0)
 
     def _traced_read_plug(self, sh: R5Stripe, session: int) -> int:
         """raid5d's plug ends between two rows of a degraded read that the trace shows it
@@ -1400,14 +1428,8 @@ class Engine:
         if not late or key in self.r5_pending:
             return
         nxt = R5Stripe(sh.node, sh.msec, sh.pd, sh.pid, sh.qd)
-        # the same stripe_head in the kernel: it stays active with the late blocks' towrite
-        # bios on it (a plug holds it, ``release_stripe_plug``; ``do_release_stripe`` puts
-        # a stripe_head on an inactive list only once nothing refers to it and it needs no
-        # handling), so the pages this handling leaves up to date are never evicted; the
-        # model's second stripe of the row keeps the row live (``R5Cache.join``) and takes
-        # them when handled (``after``: ``R5Cache.peek``)
-        self.r5_cache[sh.node.dev].join(sh.msec)
-        nxt.after = True
+        nxt.reload = True
+        nxt.after = True  # the same stripe_head in the kernel: what this handling leaves
         nxt.batch_ready = False  # handled already: clear_batch_ready
         for i in late:
             nxt.written[i] = sh.written.pop(i)
@@ -1506,6 +1528,9 @@ class Engine:
         the trace shows which rows each walk took, not when handle_stripe began."""
         if last.node is not self.stack.top:
             return False
+        if not self.r5_runs and last.walk is not None:
+            # on the model's own clock: the trace's walk of this handling, by order
+            return not last.walk[1]
         linked = self.r5_linked.get(last.msec)
         if not linked:
             return False
