@@ -23,6 +23,7 @@ import numpy as np
 
 from workers.events import (
     ACT_ISSUE,
+    ACT_PLUG,
     ACT_REMAP,
     ACT_UNPLUG_IO,
     ACT_UNPLUG_TIMER,
@@ -42,7 +43,8 @@ def crypt_write_sessions(table: EventTable, stack: Stack | None
 
     A session is a run of the thread's write REMAP events from the dm-crypt device onto the
     member, ended by the thread's next U, UT or D on that member (``dmcrypt_write``'s
-    ``blk_finish_plug``). The write threads are the pids that remapped writes from the top
+    ``blk_finish_plug``) unless the thread's next event there is a P rather than a remap
+    (``blk_add_rq_to_plug``'s flush at ``BLK_PLUG_FLUSH_SIZE``, which keeps the session). The write threads are the pids that remapped writes from the top
     onto the member. None when the top is not dm-crypt or the trace shows no such remap.
     """
     if stack is None or stack.top.approximates != "dm-crypt":
@@ -58,19 +60,30 @@ def crypt_write_sessions(table: EventTable, stack: Stack | None
             continue
         pids = np.unique(table.pid[a])
         cut = on & ((act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER) | (act == ACT_ISSUE))
-        rows = np.flatnonzero((a | cut) & np.isin(table.pid, pids))
+        plug = on & (act == ACT_PLUG)
+        rows = np.flatnonzero((a | cut | plug) & np.isin(table.pid, pids))
         open_: dict[int, list[tuple[int, int]]] = {}
+        cut_pending: set[int] = set()
         sessions: list[CryptSession] = []
         for i in rows.tolist():
             p = int(table.pid[i])
             if a[i]:
+                if p in cut_pending:  # the plug was finished: this remap opens a new session
+                    cut_pending.discard(p)
+                    open_.pop(p, None)
                 cur = open_.get(p)
                 if cur is None:
                     cur = open_[p] = []
                     sessions.append((p, cur))
                 cur.append((int(table.sector[i]), int(table.nr_sectors[i])))
-            else:
-                open_.pop(p, None)
+            elif plug[i]:
+                # A P straight after the thread's flush, before its next remap: the flush
+                # was blk_add_rq_to_plug's (the plug's last request had reached
+                # BLK_PLUG_FLUSH_SIZE; it flushes, traces P again and plugs the new request),
+                # inside the same dmcrypt_write session, not its blk_finish_plug.
+                cut_pending.discard(p)
+            elif p in open_:
+                cut_pending.add(p)
         if sessions:
             out[member.dev] = sessions
     return out or None

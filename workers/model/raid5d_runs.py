@@ -258,6 +258,25 @@ def _inside_sleeps(table: EventTable, mine: npt.NDArray[np.bool_],
     return out
 
 
+def _flush_sends(a: list[int], dv: list[int], sec: list[int], k: int, g: int) -> bool:
+    """Whether the flush whose first U is event ``k`` dispatches the request of the G ``g``
+    read just before it (a D of that device and sector among the flush's U/UT/D events).
+
+    ``blk_add_rq_to_plug`` flushes the plug (``blk_mq_flush_plug_list``) *before* it adds
+    the new request (``rq_list_add_tail`` after the flush): a flush-on-add leaves the request
+    of that G in the plug, to go out with the next flush. A U whose flush sends it out is
+    another flush, ``blk_finish_plug`` (6.17: raid5d's rmw read G'd at 297.3 ms, the U
+    13.6 ms later, the read dispatched with it: the session ended there)."""
+    if g < 0:
+        return False
+    for j in range(k, len(a)):
+        if a[j] not in (ACT_UNPLUG_IO, ACT_UNPLUG_TIMER, ACT_ISSUE):
+            return False
+        if a[j] == ACT_ISSUE and dv[j] == dv[g] and sec[j] == sec[g]:
+            return True
+    return False
+
+
 def _plug_events(table: EventTable, mine: npt.NDArray[np.bool_], more: tuple[int, ...]
                  ) -> tuple[npt.NDArray[np.intp], list[int], list[int], list[int], list[int],
                             list[int]]:
@@ -325,9 +344,11 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
     start = -1
     prev = -1
     ends = False  # the U being read ends the session
+    last_g = -1  # the last G read
     for k, i in enumerate(ev.tolist()):
         ak = a[k]
         if ak == ACT_GETRQ:
+            last_g = k
             could_flush = len(rqs) >= (2 * _PLUG_MAX_RQ if len(queues) > 1 else _PLUG_MAX_RQ) \
                 or any(r[2] - r[1] >= _PLUG_FLUSH_SECTORS for r in rqs)
             rqs.append([dv[k], sec[k], sec[k] + nr[k], wr[k]])
@@ -352,7 +373,8 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
             # U that kernel did not trace
             ak = ACT_UNPLUG_IO
         if ak == ACT_UNPLUG_IO or ak == ACT_UNPLUG_TIMER:
-            if prev == ACT_GETRQ and ak == ACT_UNPLUG_IO and could_flush:
+            if prev == ACT_GETRQ and ak == ACT_UNPLUG_IO and could_flush and \
+                    not _flush_sends(a, dv, sec, k, last_g):
                 ends = False
                 rqs = rqs[-1:]  # the new request, alone in the flushed plug
                 queues = {rqs[0][0]}

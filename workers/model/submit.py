@@ -272,6 +272,17 @@ class R5Cache:
         self.live[msec] = self.live.get(msec, 0) + 1
         return up
 
+    def join(self, msec: int) -> None:
+        """Another model stripe of a row whose stripe_head is active: the kernel's one
+        stripe_head, which keeps the row's pages (no ``init_stripe``, nothing evicted). Its
+        :meth:`put` is counted like any other; until the last one, the pages are held
+        (:meth:`peek`), on no inactive list."""
+        h = self.hash_of(msec)
+        self.active[h] += 1
+        if msec not in self.live:
+            self.rows[h] += 1
+        self.live[msec] = self.live.get(msec, 0) + 1
+
     def put(self, msec: int, up: frozenset[int]) -> None:
         """Release the row's stripe_head (its I/O done) to the tail of its inactive list."""
         h = self.hash_of(msec)
@@ -1428,8 +1439,14 @@ class Engine:
         if not late or key in self.r5_pending:
             return
         nxt = R5Stripe(sh.node, sh.msec, sh.pd, sh.pid, sh.qd)
-        nxt.reload = True
-        nxt.after = True  # the same stripe_head in the kernel: what this handling leaves
+        # the same stripe_head in the kernel: it stays active with the late blocks' towrite
+        # bios on it (a plug holds it, ``release_stripe_plug``; ``do_release_stripe`` puts
+        # a stripe_head on an inactive list only once nothing refers to it and it needs no
+        # handling), so the pages this handling leaves up to date are never evicted; the
+        # model's second stripe of the row keeps the row live (``R5Cache.join``) and takes
+        # them when handled (``after``: ``R5Cache.peek``)
+        self.r5_cache[sh.node.dev].join(sh.msec)
+        nxt.after = True
         nxt.batch_ready = False  # handled already: clear_batch_ready
         for i in late:
             nxt.written[i] = sh.written.pop(i)

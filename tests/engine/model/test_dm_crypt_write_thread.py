@@ -112,3 +112,49 @@ def test_without_evidence_the_pieces_found_together_merge():
     r = replay(BioStream.from_arrays([0], [512], rwbs=RWBS_READ, plug=[-1]), stack,
                preset_for_kernel("7.3.4"), engine="python")
     assert [(s, n) for _, s, n in d_stream(r, member)] == [(0, 256), (256, 256)]
+
+
+def _trace_with_flush_inside(top: int, member: int) -> EventTable:
+    """dd writes 0+1024 (four 128 KiB pieces). The thread first finds 256 alone; then 0, 512
+    and 768 together: 0 gets a request and plugs (G, P), 512 gets one (G) and
+    ``blk_add_rq_to_plug`` flushes the plug because its last request (0) is already 128 KiB
+    (U, D 0+256, P again), then 768 back-merges into 512 (M) and the session ends (U, D 512+512).
+    The shape of the 6.17.13 capture dmcrypt_ddw512k at sectors 10240-11008."""
+    rows: list[tuple[int, int, int, int, int, int]] = []  # dev, pid, action, sector, nr, aux2
+
+    def ev(act: int, sector: int = 0, nr: int = 0, pid: int = KCRYPT, aux2: int = 0) -> None:
+        rows.append((member, pid, act, sector, nr, aux2))
+
+    rows.append((top, DD, ACT_QUEUE, 0, 1024, 0))
+    ev(ACT_REMAP, 256, 256, aux2=top), ev(ACT_QUEUE, 256, 256), ev(ACT_GETRQ, 256, 256)
+    ev(ACT_PLUG), ev(ACT_UNPLUG_IO), ev(ACT_ISSUE, 256, 256)
+    ev(ACT_REMAP, 0, 256, aux2=top), ev(ACT_QUEUE, 0, 256), ev(ACT_GETRQ, 0, 256), ev(ACT_PLUG)
+    ev(ACT_REMAP, 512, 256, aux2=top), ev(ACT_QUEUE, 512, 256), ev(ACT_GETRQ, 512, 256)
+    ev(ACT_UNPLUG_IO), ev(ACT_ISSUE, 0, 256), ev(ACT_PLUG)  # blk_add_rq_to_plug's flush
+    ev(ACT_REMAP, 768, 256, aux2=top), ev(ACT_QUEUE, 768, 256), ev(ACT_BACKMERGE, 768, 256)
+    ev(ACT_UNPLUG_IO), ev(ACT_ISSUE, 512, 512)
+    for s, n in ((256, 256), (0, 256), (512, 512)):
+        ev(ACT_COMPLETE, s, n, pid=0)
+    rows.append((top, 0, ACT_COMPLETE, 0, 1024, 0))
+    dev, pid, act, sec, nr, aux2 = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    n = len(dev)
+    rw = np.where((act == ACT_PLUG) | (act == ACT_UNPLUG_IO), 0, W)
+    table = EventTable.from_columns(time_ns=np.arange(n, dtype=np.int64) * 1000, dev=dev,
+                                    action=act, sector=sec, nr_sectors=nr, pid=pid, rwbs=rw,
+                                    aux2=aux2)
+    table.meta["format"] = "blktrace"
+    return table
+
+
+def test_a_flush_inside_the_session_does_not_end_it():
+    """The U that ``blk_add_rq_to_plug`` makes when the plug's last request has reached
+    BLK_PLUG_FLUSH_SIZE is followed by the thread's P, not by a remap: the session goes on
+    (read as one session 0, 512, 768; as two, 768 could not merge into 512's request)."""
+    stack = stack_from_spec(SPEC)
+    top, member = stack.top.dev, stack.top.members[0].dev
+    table = _trace_with_flush_inside(top, member)
+    assert crypt_write_sessions(table, stack) == {
+        member: [(KCRYPT, [(256, 256)]), (KCRYPT, [(0, 256), (512, 256), (768, 256)])]}
+    pred = replay(bios_from_table(table, top, stack=stack), stack, preset_for_kernel("6.17.13"),
+                  engine="python")
+    assert [(s, n) for _, s, n in d_stream(pred, member)] == [(256, 256), (0, 256), (512, 512)]

@@ -47,7 +47,7 @@ from workers.model.replay import bios_from_table, md_metadata_rows
 from workers.model.stack import stack_from_spec
 
 MD = make_dev(9, 0)
-MEMBERS = [make_dev(8, 16 * i) for i in range(4)]
+MEMBERS = [make_dev(8, 16 * i) for i in range(5)]
 RAID5D = 50
 
 Event = tuple[int, int, int, int, int, int, int, int]
@@ -204,6 +204,31 @@ def test_a_write_merged_up_to_a_read_request_s_start_is_not_that_read_s_front_me
     assert runs is not None
     assert runs.session_start == [101]
     assert runs.session_end == [170]
+
+
+def test_a_flush_that_sends_the_new_request_out_is_not_its_flush_on_add():
+    """``blk_add_rq_to_plug`` flushes the plug *before* it adds the new request (the
+    request of the G stays in the plug for the next flush). raid5d's write request on
+    member 1 is 128 KiB when its read of member 0 gets a request (G), and a U follows; but
+    that flush dispatches the read (D of member 0 at 512 after the U): it is not the read's
+    flush-on-add but ``blk_finish_plug``, and the session ends there (6.17: an rmw read G'd
+    at 297.3 ms, the U 13.6 ms later sending it out; read as a flush inside the session,
+    the replay held the chunk batch before it in raid5d's plug until 383 ms). Without the
+    read's D the same U is the flush-on-add, and the session goes on."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0) + _u(5, 1)
+    ev += _r5d(100, 1, 0) + _merged(110, 1, 8, 248, w)
+    ev += _r5d(120, 0, 512, read=True) + _u(13_000, RAID5D, MEMBERS[1])
+    ev += [(13_010, RAID5D, MEMBERS[1], ACT_ISSUE, 0, 256, w, 0)]
+    rest = _r5d(20_000, 1, 256) + _u(20_100, RAID5D, MEMBERS[1])
+    sent = ev + [(13_020, RAID5D, MEMBERS[0], ACT_ISSUE, 512, 8, RWBS_READ, 0)] + rest
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    for events, ends in ((sent, [13_000, 20_100]), (ev + rest, [20_100])):
+        table = _table(events)
+        q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+        runs = raid5d_runs(table, q, stack, 0)
+        assert runs is not None
+        assert runs.session_end == ends
 
 
 def test_raid5d_runs_need_a_raid456_top_and_raid5d_s_bios():
@@ -980,3 +1005,50 @@ def test_a_row_raid5d_handled_before_the_writer_s_sleep_was_not_on_its_plug():
     stack = stack_from_spec("raid5:disks=4,chunk=64k")
     bios = bios_from_table(_table(ev), MD, stack=stack)
     assert not bios.meta.get("sleeps_inside")
+
+
+# --- a row's pages while its late blocks wait ------------------------------------------------------
+def _late_blocks_then_eviction_trace() -> list[Event]:
+    """raid5 5 x 64k, row 0 (parity on member 4). The writer's block of member 0 (t=0) is
+    read-modify-written: raid5d reads members 4 and 0 at 100 us (back at 150 us) and writes
+    them at 300 us (done at 400 us). Blocks 1, 2 and 3 come at 200 us, after the reads but
+    before that handling's ``analyse_stripe`` as the trace shows it (it wrote members 4 and
+    0 only): they wait in the row's ``towrite`` for raid5d's handling at 2 ms. Meanwhile
+    another writer fills row 64 (the same hash list) at 500 us."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0, rwbs=w) + _u(10, 1)
+    ev += _r5d(100_000, 4, 0, read=True) + _r5d(100_010, 0, 0, read=True)
+    ev += _u(100_100, RAID5D, MEMBERS[4])
+    ev += _served(100_110, 150_000, 4, 0, read=True) + _served(100_120, 150_010, 0, 0, read=True)
+    ev += _q(200_000, 1, 128, rwbs=w) + _q(200_001, 1, 256, rwbs=w) + _q(200_002, 1, 384, rwbs=w)
+    ev += _u(200_010, 1)
+    ev += _r5d(300_000, 4, 0) + _r5d(300_010, 0, 0) + _u(300_100, RAID5D, MEMBERS[4])
+    ev += _served(300_110, 400_000, 4, 0, read=False)
+    ev += _served(300_120, 400_010, 0, 0, read=False)
+    ev += _q(500_000, 2, 64) + _q(500_001, 2, 192) + _q(500_002, 2, 320) + _q(500_003, 2, 448)
+    ev += _u(500_010, 2)
+    for k, m in enumerate([4, 3, 2, 1, 0]):
+        ev += _r5d(600_000 + 10 * k, m, 64)
+    ev += _u(600_100, RAID5D, MEMBERS[0])
+    for k, m in enumerate([4, 3, 2, 1]):
+        ev += _r5d(2_000_000 + 10 * k, m, 0)
+    ev += _u(2_000_100, RAID5D, MEMBERS[1])
+    return ev
+
+
+def test_a_row_whose_late_blocks_wait_keeps_its_pages_in_the_stripe_cache():
+    """The late blocks stay on the row's one stripe_head (the kernel's: active while a plug
+    or a list holds it, ``do_release_stripe`` puts it on no inactive list), so the pages of
+    members 4 and 0 that the first handling left up to date are still there at 2 ms: the
+    blocks 1, 2, 3 are written with the parity, no reads. With ``stripe_cache_size`` 8 (one
+    stripe_head per hash list) row 64 evicted row 0 from hash list 0 when the model put the
+    row back at 400 us as if nothing held it, and row 0 then read member 0 again
+    (a reconstruct-write)."""
+    stack = stack_from_spec("raid5:disks=5,chunk=64k,device=hdd")
+    small = dataclasses.replace(stack, top=dataclasses.replace(stack.top, stripe_cache=8))
+    bios = bios_from_table(_table(_late_blocks_then_eviction_trace()), MD, stack=small)
+    out = replay(bios, small, preset_for_kernel("6.1"), engine="python")
+    assert [d for d in _reads(out) if d[0] > 500_000] == []
+    late = sorted(m for t, m, s, _n, r in _member(out, ACT_QUEUE)
+                  if r & RWBS_WRITE and s == 0 and t >= 2_000_000)
+    assert late == [1, 2, 3, 4]
