@@ -1144,6 +1144,10 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     jbd2 or the syncing task, waits for each in turn). "Before the next bio" is then read on
     the prediction's own clock when ``top_q`` (the predicted Q times of the top device, in
     order) is given: a synchronous replay (dd) runs on the model's clock, not the trace's.
+    md's updates are placed on that clock too (one predicted Q per bio): the one that marks
+    the array dirty at the predicted Q of the write it blocks, the one that marks it clean
+    again no earlier than its traced time moved by as much as the prediction moved the bio
+    before it.
     """
     members = {n.dev: n for n in stack.nodes() if n.dev != stack.top.dev}
     md = stack.top.kind != "loop"
@@ -1160,6 +1164,10 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     writes = np.flatnonzero(((bios.rwbs & (RWBS_WRITE | RWBS_DISCARD)) != 0)
                             & (bios.nr_sectors > 0))
     wt = bt[writes]
+    # each top bio's Q on the prediction's own clock (one Q per bio, in order), else the
+    # trace's: a synchronous replay (depth 1) runs on the model's clock, and an update goes
+    # where the prediction puts the bios around it, not where the trace's clock did
+    qt = bt if top_q is None or len(top_q) != len(bt) else np.asarray(top_q, np.int64)
     # groups: consecutive metadata writes with no top bio submitted between them, one
     # ``md_update_sb`` each: a member written again starts the next update (the update that
     # marks the array dirty and the one that marks it clean again after ``safe_mode_delay``
@@ -1189,21 +1197,27 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
         went_on = remaps is not None and k < len(wt) and bool(
             np.any((remaps > int(wt[k])) & (remaps < tm)))
         if md and clean and k < len(wt) and int(wt[k]) <= tm and not went_on:
-            at = int(wt[k])
+            # inside that write's own submission (md_write_start in the personality's
+            # make_request): where the prediction queues it
+            at = int(qt[writes[k]])
             clean = False
         else:
             nb = int(nxt[a])
             limit = int(bt[nb]) if nb < len(bt) else None
             if not md and top_q is not None and limit is not None:
                 limit = int(top_q[nb]) if nb < len(top_q) else None
+            elif md and limit is not None:
+                limit = int(qt[nb])
             before = ev_t if limit is None else ev_t[ev_t < limit]
             at = (int(before.max()) + 1) if len(before) else tm
             if md:
                 # and not before its own time: the update that marks the array clean again
                 # runs ``safe_mode_delay`` after the last write ended (``md_write_end`` ->
                 # ``safe_mode_timer``), when the trace shows it, not as soon as the last
-                # predicted request of the bios before it was queued
-                at = max(at, tm)
+                # predicted request of the bios before it was queued; on the prediction's
+                # clock, which runs as far behind the trace's as the bio before it did
+                lag = int(qt[nb - 1]) - int(bt[nb - 1]) if nb > 0 else 0
+                at = max(at, tm + lag)
             clean = True
         prev_t = tm
         stages: list[list[tuple[int, tuple[int, int, int, int]]]] = []

@@ -81,3 +81,27 @@ def test_a_discard_waits_for_the_update_that_marks_the_array_dirty():
     # and a write the same way
     assert _update_times(RWBS_WRITE | RWBS_SYNC) == [(100, b, 8), (100, a, 8),
                                                      (9000, b, 8), (9000, a, 8)]
+
+
+def test_updates_follow_the_predictions_clock():
+    """A synchronous replay (depth 1) runs on the model's clock: when it runs behind the
+    trace's (blkdiscard's libblkid probe reads, each served later than under the trace), the
+    update that marks the array dirty still goes right before the discard it blocks
+    (md_write_start inside that bio's submission), where the prediction queues it, not at the
+    discard's traced Q among the predicted reads; the one that marks it clean again keeps its
+    distance to the bios before it (safe_mode_delay) on that clock too."""
+    from workers.events import RWBS_DISCARD, RWBS_READ
+    stack = stack_from_spec("raid10:disks=2,chunk=64k,layout=n2,write_cache=write back,fua=0")
+    a, b = (m.dev for m in stack.top.members)
+    ms = 1_000_000
+    # traced: a read at 10 ms, the discard at 50 ms, the updates at 50.1 and 600 ms
+    meta = np.array([[50 * ms + 100, 50 * ms + 200, 600 * ms, 600 * ms + 100], [b, a, b, a],
+                     [8, 8, 8, 8], [1, 1, 1, 1], [SB, SB, SB, SB]], dtype=np.int64)
+    bios = BioStream.from_arrays([0, 0], [8, 262144], rwbs=[RWBS_READ, RWBS_DISCARD],
+                                 time_ns=[10 * ms, 50 * ms])
+    # predicted: the read queued at 60 ms and issued at 61 ms, the discard queued at 100 ms
+    top_q = np.array([60 * ms, 100 * ms], dtype=np.int64)
+    cols = np.array([[60 * ms, 61 * ms, 65 * ms, 100 * ms, 101 * ms, 130 * ms]], np.int64)
+    rows = md_metadata_rows(meta, bios, stack, cols, "eevdf", top_q)
+    d = (rows[3] == ACT_ISSUE) & (rows[6] == 1)
+    assert sorted(set(rows[0][d].tolist())) == [100 * ms, 650 * ms]
