@@ -46,11 +46,13 @@ from workers.events import (
     ACT_ISSUE,
     ACT_QUEUE,
     ACT_REMAP,
+    ACT_UNPLUG_IO,
     ACT_UNPLUG_TIMER,
     COLUMN_DTYPES,
     RWBS_DISCARD,
     RWBS_FLUSH,
     RWBS_FUA,
+    RWBS_META,
     RWBS_NONE,
     RWBS_READ,
     RWBS_SYNC,
@@ -242,6 +244,8 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         t = np.arange(n, dtype=np.int64) * 1000
     comm = table.comms[int(table.comm[rows[0]])] if len(table.comms) > 1 else "dd"
     depth = 1 if _waits_for_completion(table, rows, plug, top_dev) else 0
+    if depth == 0 and table.time_known and stack is not None and stack.top.kind in RAID456:
+        t = _after_md_write_start(table, rows, t, top_dev, stack)
     evidence = split_evidence(table, rows, top_dev)
     meta: dict[str, Any] = {}
     if evidence is not None and len(evidence):
@@ -338,6 +342,61 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
                      plug=plug, seg_bytes=np.zeros(n, np.int64), bio_pages=np.zeros(n, np.int64),
                      app_io=False, depth=depth, comm=comm, top_dev=top_dev,
                      meta=meta)
+
+
+def _after_md_write_start(table: EventTable, rows: npt.NDArray[np.intp],
+                          t: npt.NDArray[np.int64], top_dev: int, stack: Stack
+                          ) -> npt.NDArray[np.int64]:
+    """When the writes that came while md marked the array dirty reached raid5.
+
+    ``md_write_start`` of the first write to a clean array sets MD_SB_CHANGE_PENDING and
+    wakes md's thread for ``md_update_sb``; every write that calls it while the bit is set
+    sleeps (``wait_event(mddev->sb_wait, !test_bit(MD_SB_CHANGE_PENDING, ...))``) until the
+    superblock writes completed, and only then goes on into ``raid5_make_request`` (its Q was
+    traced before, in ``submit_bio_noacct``). When the woken writer ran is not traced; that
+    it had not before its next bio on the array is (its next Q or UT there), and the trace's
+    ``raid5 rcw`` messages agree (7.2 r5_d6_c64: ``sync``'s block of row 0, queued at 1.4 ms
+    while the update ran to 6.1 ms, was not on the row when raid5d handled it at 8.7 ms;
+    6.1: the flusher's block of row 0, queued at 19.5 ms, took the row onto the flusher's
+    plug before ``sync``'s, queued at 0.6 ms, did). Such a write (not the first, whose time
+    places the update: ``md_metadata_rows``) is added just before its thread's next event on
+    the array, and no earlier than the update's end (its last REQ_META completion on the
+    members). Returns the bios' times (``t``, trace ns)."""
+    act = table.action
+    members = np.array([m.dev for m in stack.top.members], dtype=np.int64)
+    dev = table.dev.astype(np.int64)
+    tm = table.time_ns.astype(np.int64)
+    on_member = np.isin(dev, members)
+    # md_super_write's writes: Q, or I where 7.x traces no Q
+    meta_q = on_member & ((act == ACT_QUEUE) | (act == ACT_INSERT)) & \
+        ((table.rwbs & RWBS_META) != 0) & ((table.rwbs & RWBS_WRITE) != 0)
+    write = ((table.rwbs[rows] & RWBS_WRITE) != 0) & (table.nr_sectors[rows] > 0)
+    if not bool(np.any(meta_q)) or not bool(np.any(write)):
+        return t
+    first_w = int(np.flatnonzero(write)[0])
+    t_first = int(t[first_w])
+    t_meta = int(tm[meta_q].min())
+    if t_meta < t_first:
+        return t  # an update before any write: not the one a write waits for
+    # the update's end: its last REQ_META completion before the array's first bio reached
+    # the members (an A from the array: raid5d handles rows only once writes were added)
+    remap = on_member & (act == ACT_REMAP) & (table.aux2.astype(np.int64) == top_dev) & \
+        (tm > t_meta)
+    limit = int(tm[remap].min()) if bool(np.any(remap)) else int(tm.max()) + 1
+    done = on_member & (act == ACT_COMPLETE) & ((table.rwbs & RWBS_META) != 0) & \
+        (tm >= t_meta) & (tm < limit)
+    if not bool(np.any(done)):
+        return t
+    t_end = int(tm[done].max())
+    out = t.copy()
+    pid = table.pid[rows].astype(np.int64)
+    mine_top = (dev == top_dev) & ((act == ACT_QUEUE) | (act == ACT_UNPLUG_TIMER)
+                                   | (act == ACT_UNPLUG_IO))
+    for i in np.flatnonzero(write & (t > t_first) & (t < t_end)).tolist():
+        nxt = tm[mine_top & (table.pid == pid[i]) & (tm > t[i])]
+        at = int(nxt.min()) - 1 if len(nxt) else t_end
+        out[i] = max(at, t_end)
+    return out
 
 
 def traced_service(table: EventTable, t0: int) -> npt.NDArray[np.int64]:

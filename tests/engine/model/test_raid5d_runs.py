@@ -1052,3 +1052,37 @@ def test_a_row_whose_late_blocks_wait_keeps_its_pages_in_the_stripe_cache():
     late = sorted(m for t, m, s, _n, r in _member(out, ACT_QUEUE)
                   if r & RWBS_WRITE and s == 0 and t >= 2_000_000)
     assert late == [1, 2, 3, 4]
+
+
+# --- md_write_start: writes that came while the array was marked dirty ---------------------------
+def _dirty_marking_trace() -> list[Event]:
+    """The flusher (pid 1) writes row 8 at t=0 to a clean array: md marks it dirty, its
+    superblock writes (REQ_META, no remap from md0) run from 1 to 17 ms. ``sync`` (pid 2)
+    queues row 0's block 0 at 0.6 ms, during the update; the flusher queues row 0's blocks
+    1 and 2 at 19.5 ms, ``sync`` its next bio at 28 ms."""
+    meta = RWBS_WRITE | RWBS_SYNC | RWBS_META
+    ev = _q(0, 1, 8) + _q(600_000, 2, 0, rwbs=RWBS_WRITE | RWBS_SYNC)
+    for k, dev in enumerate(MEMBERS[:4]):
+        ev += [(1_000_000 + 10_000 * k, 30, dev, ACT_QUEUE, 8, 1, meta, 0),
+               (2_000_000 + 10_000 * k, 30, dev, ACT_ISSUE, 8, 1, meta, 0),
+               (17_000_000 + 10_000 * k, 0, dev, ACT_COMPLETE, 8, 1, meta, 0)]
+    ev += _q(19_500_000, 1, 128) + _q(19_500_100, 1, 256) + _u(27_000_000, 1)
+    ev += _q(28_000_000, 2, 384, rwbs=RWBS_WRITE | RWBS_SYNC) + _u(28_000_100, 2)
+    for k, m in enumerate([3, 2, 1, 0]):
+        ev += _r5d(30_000_000 + 10 * k, m, 0)
+    ev += _u(30_000_100, RAID5D, MEMBERS[0])
+    return ev
+
+
+def test_a_write_that_came_during_the_dirty_marking_update_reaches_raid5_after_it():
+    """``md_write_start`` sleeps on ``sb_wait`` while MD_SB_CHANGE_PENDING is set: ``sync``'s
+    bio, queued at 0.6 ms while the update ran to 17 ms, reaches ``raid5_make_request`` when
+    ``sync`` runs again, just before its next bio (28 ms), after the flusher's blocks of the
+    row (19.5 ms), whose plug then holds the row (``release_stripe_plug``). The first write,
+    whose time places the update (``md_metadata_rows``), keeps its own."""
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    bios = bios_from_table(_table(_dirty_marking_trace()), MD, stack=stack)
+    got = dict(zip(bios.sector.tolist(), bios.time_ns.tolist(), strict=True))
+    assert got[8] == 0
+    assert got[0] == 28_000_000 - 1
+    assert got[128] == 19_500_000
