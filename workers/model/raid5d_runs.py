@@ -217,6 +217,17 @@ def write_walks(runs: Raid5dRuns) -> dict[int, list[tuple[int, bool]]]:
     return out
 
 
+def handling_ranks(runs: Raid5dRuns) -> dict[int, list[int]]:
+    """Per stripe row, the ranks of raid5d's handlings of it that read or wrote (time order),
+    among all such handlings of rows raid5d wrote: the order raid5d took the rows in, by
+    order alone (:meth:`workers.model.submit.Engine._traced_rank`). Rows raid5d never wrote
+    (a degraded read's) are left out."""
+    written = {r for r, ws in runs.writes.items() if any(ws)}
+    starts = sorted(t for r in written for t in runs.rows[r])
+    rank = {t: k for k, t in enumerate(starts)}
+    return {r: [rank[t] for t in runs.rows[r]] for r in written}
+
+
 def _inside_sleeps(table: EventTable, mine: npt.NDArray[np.bool_],
                    sessions: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
     """Where raid5d went to sleep inside one of its member bios, holding its plug.
@@ -397,4 +408,5 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
     return np.array([start_of[i] for i in q.tolist()], dtype=np.int64), sessions
 
 
-__all__ = ["ROW_SECTORS", "Raid5dRuns", "raid5d_member_events", "raid5d_runs", "write_walks"]
+__all__ = ["ROW_SECTORS", "Raid5dRuns", "raid5d_member_events", "handling_ranks", "raid5d_runs",
+           "write_walks"]

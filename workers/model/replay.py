@@ -89,7 +89,13 @@ from workers.model.own_requests import (
 from workers.model.plug import F_IDLE, F_SYNC, F_UNMERGEABLE, Bio
 from workers.model.policy import Policy, parse_size
 from workers.model.raid5d_reads import read_plug_sessions, write_plug_sessions
-from workers.model.raid5d_runs import ROW_SECTORS, Raid5dRuns, raid5d_runs, write_walks
+from workers.model.raid5d_runs import (
+    ROW_SECTORS,
+    Raid5dRuns,
+    handling_ranks,
+    raid5d_runs,
+    write_walks,
+)
 from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
 from workers.model.stack import RAID456, Stack, all_limits, raid5_map, raid6_map
 from workers.model.submit import EV_COMPLETE, EV_RAID5D, EV_RAID5D_END, EV_UNIT, Engine, Unit
@@ -748,6 +754,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             # and which rows each of raid5d's write walks took, in which order (by order
             # alone: Engine._write_batches)
             eng.r5_write_walk = write_walks(traced)
+            eng.r5_handling_rank = handling_ranks(traced)
     if isinstance(runs, Raid5dRuns):
         eng.r5_runs = dict(runs.rows)
         eng.r5_writes = dict(runs.writes)

@@ -487,6 +487,12 @@ class Engine:
         #: (:func:`workers.model.raid5d_runs.write_walks`), and how many the replay has taken
         self.r5_write_walk: dict[int, list[tuple[int, bool]]] = {}
         self.r5_walk_count: dict[int, int] = {}
+        #: stripe row -> the ranks (among all of raid5d's handlings of written rows) of the
+        #: trace's handlings of the row that read or wrote, in time order, where the replay
+        #: runs on its own clock (:func:`workers.model.raid5d_runs.handling_ranks`), and how
+        #: many of them the replay has taken (a read phase or a write of the row)
+        self.r5_handling_rank: dict[int, list[int]] = {}
+        self.r5_handling_count: dict[int, int] = {}
         #: stripes reading for a write (phase 1): later writes to the row join them
         self.r5_reading: dict[tuple[int, int], R5Stripe] = {}
         self.r5_wakes: set[int] = set()
@@ -1235,7 +1241,8 @@ class Engine:
         self._activate_delayed()
         while self.r5_ready:
             ready, self.r5_ready = self.r5_ready, []
-            ready.sort(key=lambda sh: (self._raid5d_due(sh), sh.node.dev, sh.msec))
+            ready.sort(key=lambda sh: (self._raid5d_due(sh), self._traced_rank(sh),
+                                       sh.node.dev, sh.msec))
             for sh in ready:
                 if self._raid5d_due(sh) > self.now:
                     self.r5_ready.append(sh)  # raid5d writes it in a later run
@@ -1268,6 +1275,9 @@ class Engine:
         walks wrote (``r5_write_walk``: a synchronous writer, by order alone), a batch ends
         where the trace's walk did (:meth:`_traced_apart`) and the batches go out in the
         order of the trace's walks (:meth:`_in_traced_order`)."""
+        if self.r5_handling_rank:
+            # taken in the trace's order (_traced_rank); batches are made in row order
+            full = sorted(full, key=lambda sh: (sh.node.dev, sh.msec))
         for sh in full:
             sh.walk = None
             if self.r5_write_walk and sh.node is self.stack.top:
@@ -1479,7 +1489,8 @@ class Engine:
         if self.r5_dirtied:
             for sh in list(due) + list(self.r5_pending.values()):
                 self._handled_meanwhile(sh)
-        for sh in sorted(due, key=lambda sh: (sh.due, sh.node.dev, sh.msec)):
+        for sh in sorted(due, key=lambda sh: (sh.due, self._traced_rank(sh), sh.node.dev,
+                                              sh.msec)):
             if id(sh) in taken:
                 continue
             taken.add(id(sh))
@@ -1495,6 +1506,28 @@ class Engine:
                 last = nxt
                 nxt = self.r5_pending.get((nxt.node.dev, nxt.msec + STRIPE_SECTORS))
         return out
+
+    def _traced_rank(self, sh: R5Stripe) -> int:
+        """Where the replay runs on its own clock: the rank of the trace's next handling of
+        a written row (``r5_handling_rank``), the order raid5d took the rows in; 0 where the
+        trace says nothing (then row order decides).
+
+        The writer (a direct-I/O ``dd``, no plug md holds) releases each row as it adds it,
+        while raid5d, on another CPU, takes what is on its lists: which row it got to first
+        is a race (7.2, a stripe and a half per write to a degraded 5 x 128k raid5: raid5d
+        read for the second stripe's half-written rows, a reconstruct-write, before it wrote
+        the first stripe's full rows), and its reads merge in raid5d's plug only when they
+        go out together. The trace says the order; the replay's clock does not race."""
+        if not self.r5_handling_rank or not sh.written or sh.node is not self.stack.top:
+            return 0
+        ranks = self.r5_handling_rank.get(sh.msec)
+        n = self.r5_handling_count.get(sh.msec, 0)
+        return ranks[n] if ranks is not None and n < len(ranks) else 1 << 40
+
+    def _took_handling(self, sh: R5Stripe) -> None:
+        """The replay did one of the row's traced handlings (a read phase, or a write)."""
+        if self.r5_handling_rank and sh.node is self.stack.top:
+            self.r5_handling_count[sh.msec] = self.r5_handling_count.get(sh.msec, 0) + 1
 
     def _handled_meanwhile(self, sh: R5Stripe) -> None:
         """raid5d handled the row since the stripe was made where the trace shows a
@@ -1585,11 +1618,12 @@ class Engine:
         ``blk_add_rq_to_plug`` sends out (BLK_PLUG_FLUSH_SIZE) when the next member's first
         request joins raid5d's plug."""
         if len(batch) == 1:
-            self._stripe_writes(batch[0])
+            self._stripe_writes(batch[0], counted=True)
             return
         rwbs = RWBS_WRITE | RWBS_SYNC
         for sh in batch:
             sh.phase = 2
+            self._took_handling(sh)
         head = batch[0]
         parity = [head.pd] + ([head.qd] if head.qd >= 0 else [])
         for i in sorted(set(head.written) | set(parity), reverse=True):
@@ -1654,6 +1688,7 @@ class Engine:
         row join it (``r5_reading``)."""
         self.r5_preread_active += 1
         sh.phase = 1
+        self._took_handling(sh)
         self.r5_reading[(sh.node.dev, sh.msec)] = sh
         for i in reads:
             self._stripe_bio(sh, i, OP_READ, RWBS_READ)
@@ -1748,12 +1783,25 @@ class Engine:
             sh.preread = True
             self._handle_stripe(sh)
 
-    def _stripe_writes(self, sh: R5Stripe) -> None:
+    def _stripe_writes(self, sh: R5Stripe, *, counted: bool = False) -> None:
         """``ops_run_io`` after the parity is computed: the written blocks and the parity,
-        from the last member to the first (``for (i = disks; i--; )``)."""
+        from the last member to the first (``for (i = disks; i--; )``).
+
+        A write that did not go through :meth:`_write_batches` (``counted``: it took the
+        row's traced session and walk there), such as a reconstruct-write's once its reads
+        are back, is one of the row's traced writing handlings too: it takes the next of
+        them, so the row's next full-stripe write takes the one after (7.2: the second
+        write's half of a row the first write had read for took that first write's session,
+        and raid5d's plug was finished between it and the full rows written with it)."""
         if self.r5_reading.get((sh.node.dev, sh.msec)) is sh:
             del self.r5_reading[(sh.node.dev, sh.msec)]
+        if not counted and sh.node is self.stack.top:
+            if self.r5_write_session:
+                self._nth_traced_session(self.r5_write_session, self.r5_write_count, sh.msec)
+            if self.r5_write_walk:
+                self.r5_walk_count[sh.msec] = self.r5_walk_count.get(sh.msec, 0) + 1
         sh.phase = 2
+        self._took_handling(sh)
         rwbs = RWBS_WRITE | RWBS_SYNC
         parity = [sh.pd] + ([sh.qd] if sh.qd >= 0 else [])
         for i in sorted(set(sh.written) | set(parity), reverse=True):

@@ -42,7 +42,7 @@ from workers.events import (
 )
 from workers.model import BioStream, preset_for_kernel, replay
 from workers.model.raid5d_reads import read_plug_sessions, write_plug_sessions
-from workers.model.raid5d_runs import raid5d_runs, write_walks
+from workers.model.raid5d_runs import handling_ranks, raid5d_runs, write_walks
 from workers.model.replay import bios_from_table, md_metadata_rows
 from workers.model.stack import stack_from_spec
 
@@ -813,6 +813,56 @@ def test_a_synchronous_write_goes_in_the_trace_s_walks_in_their_order():
     bare = dataclasses.replace(bios, meta={k: v for k, v in bios.meta.items()
                                            if k != "raid5d_runs"})
     assert queued(bare) == [(m, 8 * r) for m in (3, 2, 1, 0) for r in range(16)]
+
+
+def _partial_row_first_trace() -> list[Event]:
+    """A direct-I/O writer (pid 1) writes stripe 0's rows 0..120 whole and row 128's first
+    data block (stripe 1: data on members 3, 0, 1, parity on 2), one bio md0 0+392. raid5d
+    took row 128 first: its reconstruct-write's reads (members 1 and 0), then stripe 0's rows
+    as one batch, then row 128's write (member 3 and the parity), all in one session."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0, 392, rwbs=w)
+    ev += _r5d(100, 1, 128, read=True) + _r5d(110, 0, 128, read=True)
+    t = 200
+    for m in (3, 2, 1, 0):
+        for r in range(16):
+            ev += _r5d(t, m, 8 * r, getrq=r == 0)
+            t += 10
+    ev += _r5d(t + 100, 3, 128) + _r5d(t + 110, 2, 128)
+    ev += _u(t + 1000, RAID5D, MEMBERS[0])
+    return ev
+
+
+def test_handling_ranks_give_the_order_raid5d_took_the_written_rows_in():
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    table = _table(_partial_row_first_trace())
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack, 0)
+    assert runs is not None
+    got = handling_ranks(runs)
+    assert got[128] == [0, 17]  # its read first, its write last
+    assert [got[8 * r] for r in range(16)] == [[1 + r] for r in range(16)]
+
+
+def test_a_synchronous_write_s_rows_are_taken_in_the_trace_s_order():
+    """The writer (depth 1, the model's own clock) adds the whole bio before the replay's
+    raid5d looks; in row order raid5d would write stripe 0's batch and then read for row
+    128. The trace's raid5d read for row 128 first: the replay's raid5d takes the rows in
+    the trace's order."""
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    bios = dataclasses.replace(bios_from_table(_table(_partial_row_first_trace()), MD,
+                                               stack=stack), depth=1)
+    pol = preset_for_kernel("7.2")
+
+    def queued(b: BioStream) -> list[tuple[int, int, bool]]:
+        out = replay(b, stack, pol, engine="python")
+        return [(m, s, bool(r & RWBS_READ)) for _, m, s, _n, r in _member(out, ACT_QUEUE)]
+
+    batch = [(m, 8 * r, False) for m in (3, 2, 1, 0) for r in range(16)]
+    assert queued(bios)[:2 + len(batch)] == [(1, 128, True), (0, 128, True)] + batch
+    bare = dataclasses.replace(bios, meta={k: v for k, v in bios.meta.items()
+                                           if k != "raid5d_runs"})
+    assert queued(bare)[:len(batch) + 2] == batch + [(1, 128, True), (0, 128, True)]
 
 
 # --- raid5d asleep inside a member bio (wbt's rq_qos_wait) ----------------------------------------
