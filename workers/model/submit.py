@@ -431,6 +431,30 @@ class _FallbackServer:
         return self.free
 
 
+def discard_member_range(disk: int, chunk: int, first: int, last: int, start_disk: int,
+                         start_off: int, end_disk: int, end_off: int) -> tuple[int, int]:
+    """One member's part ``[start, end)`` (member sectors) of a discard over whole stripes.
+
+    ``raid0_handle_discard`` and ``raid10_handle_discard`` (which copies it) compute it alike:
+    members before the start disk begin at the next stripe, the start disk at the start's
+    offset, the others at the first stripe; the end mirrors that. ``first`` / ``last`` are the
+    stripes of the start and end, ``start_off`` / ``end_off`` their offsets on their disks.
+    """
+    if disk < start_disk:
+        ds = (first + 1) * chunk
+    elif disk > start_disk:
+        ds = first * chunk
+    else:
+        ds = start_off
+    if disk < end_disk:
+        de = (last + 1) * chunk
+    elif disk > end_disk:
+        de = last * chunk
+    else:
+        de = end_off
+    return ds, de
+
+
 class Engine:
     """The replay state machine (see the module docstring)."""
 
@@ -1045,18 +1069,7 @@ class Engine:
         for copy in range(1 if offset else far):
             step = copy * stride
             for disk in range(n):
-                if disk < sdi:
-                    ds = (first + 1) * c
-                elif disk > sdi:
-                    ds = first * c
-                else:
-                    ds = sdo
-                if disk < edi:
-                    de = (last + 1) * c
-                elif disk > edi:
-                    de = last * c
-                else:
-                    de = edo
+                ds, de = discard_member_range(disk, c, first, last, sdi, sdo, edi, edo)
                 if de <= ds or disk in node.failed:
                     continue
                 self._remap(node, bio, node.members[disk], ds + step + node.data_offset,
@@ -1939,18 +1952,7 @@ class Engine:
         edi, edo = (end % stripe) // c, end % c + last * c
         piece = self._piece(node, bio)
         for disk in range(nb):
-            if disk < sdi:
-                ds = (first + 1) * c
-            elif disk > sdi:
-                ds = first * c
-            else:
-                ds = sdo
-            if disk < edi:
-                de = (last + 1) * c
-            elif disk > edi:
-                de = last * c
-            else:
-                de = edo
+            ds, de = discard_member_range(disk, c, first, last, sdi, sdo, edi, edo)
             if de <= ds:
                 continue
             self._remap(node, bio, node.members[disk], ds + node.data_offset, de - ds, piece)

@@ -37,6 +37,19 @@ W = RWBS_WRITE | RWBS_SYNC
 DD, KCRYPT = 9, 5  # the writer's pid, dmcrypt_write's
 
 
+def _table(rows: list[tuple[int, int, int, int, int, int]]) -> EventTable:
+    """A blktrace-format table of ``(dev, pid, action, sector, nr, aux2)`` rows in that order
+    (timestamps only keep the rows in order; P and U carry no direction)."""
+    dev, pid, act, sec, nr, aux2 = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    n = len(dev)
+    rw = np.where((act == ACT_PLUG) | (act == ACT_UNPLUG_IO), 0, W)
+    table = EventTable.from_columns(time_ns=np.arange(n, dtype=np.int64) * 1000, dev=dev,
+                                    action=act, sector=sec, nr_sectors=nr, pid=pid, rwbs=rw,
+                                    aux2=aux2)
+    table.meta["format"] = "blktrace"
+    return table
+
+
 def _trace(top: int, member: int) -> EventTable:
     """dd writes 0+512 and 512+512; the thread found 0 and 256 together, then 768 alone
     before 512 alone (timestamps only keep the rows in order)."""
@@ -67,14 +80,7 @@ def _trace(top: int, member: int) -> EventTable:
     piece(512)
     issue(512, 256)
     rows.append((top, 0, ACT_COMPLETE, 512, 512, 0))
-    dev, pid, act, sec, nr, aux2 = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
-    n = len(dev)
-    rw = np.where((act == ACT_PLUG) | (act == ACT_UNPLUG_IO), 0, W)
-    table = EventTable.from_columns(time_ns=np.arange(n, dtype=np.int64) * 1000, dev=dev,
-                                    action=act, sector=sec, nr_sectors=nr, pid=pid, rwbs=rw,
-                                    aux2=aux2)
-    table.meta["format"] = "blktrace"
-    return table
+    return _table(rows)
 
 
 def test_sessions_are_read_by_order():
@@ -136,14 +142,7 @@ def _trace_with_flush_inside(top: int, member: int) -> EventTable:
     for s, n in ((256, 256), (0, 256), (512, 512)):
         ev(ACT_COMPLETE, s, n, pid=0)
     rows.append((top, 0, ACT_COMPLETE, 0, 1024, 0))
-    dev, pid, act, sec, nr, aux2 = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
-    n = len(dev)
-    rw = np.where((act == ACT_PLUG) | (act == ACT_UNPLUG_IO), 0, W)
-    table = EventTable.from_columns(time_ns=np.arange(n, dtype=np.int64) * 1000, dev=dev,
-                                    action=act, sector=sec, nr_sectors=nr, pid=pid, rwbs=rw,
-                                    aux2=aux2)
-    table.meta["format"] = "blktrace"
-    return table
+    return _table(rows)
 
 
 def test_a_flush_inside_the_session_does_not_end_it():
