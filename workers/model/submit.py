@@ -520,6 +520,12 @@ class Engine:
         #: stripes reading for a write (phase 1): later writes to the row join them
         self.r5_reading: dict[tuple[int, int], R5Stripe] = {}
         self.r5_wakes: set[int] = set()
+        #: raid5d's plug kept open while reads it issued are in flight, where the trace wrote
+        #: those rows in the plug session it last wrote in (:meth:`_hold_raid5d_plug`): the
+        #: plug and that traced session; ``r5_plug_session`` is the traced session of the
+        #: last write raid5d's current plug took
+        self.r5_held: tuple[int, Plug] | None = None
+        self.r5_plug_session = -1
         #: raid5d's plug sessions from the trace (start, end times) and the open one's plug
         self.r5_session_start: list[int] = []
         self.r5_session_end: list[int] = []
@@ -1223,6 +1229,12 @@ class Engine:
         if not self.r5_pending and not self.r5_ready and not self.r5_delayed:
             return
         saved, self.plug = self.plug, self._raid5d_plug()  # raid5d's own plug
+        if self.r5_held is not None:
+            # raid5d's session went on while its reads were in flight (_hold_raid5d_plug)
+            self.r5_plug_session, held = self.r5_held
+            self.r5_held = None
+            self.plug.flush(False)
+            self.plug = held
         pending = []
         for sh in self.r5_pending.values():
             if sh.owner == pid:
@@ -1265,7 +1277,9 @@ class Engine:
             if all(sh.due > self.now for sh in self.r5_ready):
                 break
         if self.r5_session is None or self.r5_session[1] is not self.plug:
-            self.plug.flush(False)
+            if not self._hold_raid5d_plug():
+                self.plug.flush(False)
+        self.r5_plug_session = -1
         self.plug = saved
 
     def _write_batches(self, full: list[R5Stripe]) -> None:
@@ -1314,9 +1328,10 @@ class Engine:
                     groups[-1] = (k, groups[-1][1])
             else:
                 groups.append((k, [sh]))
-        for i, (_, group) in enumerate(groups):
+        for i, (k, group) in enumerate(groups):
             if i:
                 self._finish_raid5d_plug()
+            self.r5_plug_session = k
             for batch in self._in_traced_order(self._stripe_batches(group)):
                 self._batch_writes(batch)
 
@@ -1366,6 +1381,38 @@ class Engine:
         counts[msec] = n + 1
         traced = sessions.get(msec)
         return traced[n] if traced is not None and n < len(traced) else -1
+
+    def _hold_raid5d_plug(self) -> bool:
+        """Keep raid5d's plug open past this run (True) where the trace shows raid5d still in
+        the plug session it last wrote in when a row it is reading for comes back.
+
+        raid5d's reads for a reconstruct-write go out as soon as the next request joins its
+        plug (``blk_add_rq_to_plug``: the read holds BLK_PLUG_FLUSH_SIZE), and raid5d goes
+        on writing the rows it has (``handle_active_stripes``); where they come back before
+        its handle list is empty, ``raid5_end_read_request`` -> ``raid5_release_stripe``
+        puts the rows back on that list and the same loop of ``raid5d`` writes them, into
+        the plug still holding the earlier writes (``blk_finish_plug`` only at the end of
+        ``raid5d``). There the rows' member writes find another member's request at the
+        plug's tail and the oldest request of their own queue first
+        (``blk_attempt_plug_merge``), and do not merge with each other (7.2: 4568+8, 4576+8,
+        ... each alone behind the stripe's 4096+24, 4120+8, 4128+224). When raid5d got there
+        is the trace's clock; which session wrote the rows is by order
+        (``r5_write_session``): the plug stays open while a row being read has its next
+        traced write in the session of the plug's last write."""
+        k = self.r5_plug_session
+        plug = self.plug
+        if k < 0 or not self.r5_write_session or plug is None or not plug.rqs or \
+                any(rq.op == OP_READ for rq in plug.rqs):
+            return False  # reads still in the plug go out with it (blk_finish_plug)
+        for (_dev, msec), sh in self.r5_reading.items():
+            if sh.node is not self.stack.top:
+                continue
+            n = self.r5_write_count.get(msec, 0)
+            traced = self.r5_write_session.get(msec)
+            if traced is not None and n < len(traced) and traced[n] == k:
+                self.r5_held = (k, plug)
+                return True
+        return False
 
     def _finish_raid5d_plug(self) -> None:
         """raid5d's ``blk_finish_plug`` between two traced sessions: what its plug holds goes
@@ -1810,7 +1857,12 @@ class Engine:
             del self.r5_reading[(sh.node.dev, sh.msec)]
         if not counted and sh.node is self.stack.top:
             if self.r5_write_session:
-                self._nth_traced_session(self.r5_write_session, self.r5_write_count, sh.msec)
+                k = self._nth_traced_session(self.r5_write_session, self.r5_write_count,
+                                             sh.msec)
+                if self.r5_plug_session >= 0 and k >= 0 and k != self.r5_plug_session:
+                    self._finish_raid5d_plug()  # the trace wrote it in a later session
+                if k >= 0:
+                    self.r5_plug_session = k
             if self.r5_write_walk:
                 self.r5_walk_count[sh.msec] = self.r5_walk_count.get(sh.msec, 0) + 1
         sh.phase = 2

@@ -1136,3 +1136,60 @@ def test_a_write_that_came_during_the_dirty_marking_update_reaches_raid5_after_i
     assert got[8] == 0
     assert got[0] == 28_000_000 - 1
     assert got[128] == 19_500_000
+
+
+# --- raid5d's plug held while a reconstruct-write's reads are in flight -----------------------
+def _rcw_in_one_session_trace(cut: bool) -> list[Event]:
+    """A direct-I/O writer writes a 4 x 128k raid5 from md0 sector 8 to the end of member 3's
+    chunk of stripe 1, one bio md0 8+1016: stripe 0's rows 8..248 whole (member requests of
+    248 sectors, under BLK_PLUG_FLUSH_SIZE), its row 0 and stripe 1's rows 256..504 (data
+    on member 3, parity on member 2) in part. raid5d reads for them (row 0's member 0 block;
+    rows 256.. of members 0 and 1, 256 sectors each, sent out by the next request's
+    BLK_PLUG_FLUSH_SIZE flush), writes rows 8..248 as one batch, and once the reads are back
+    writes row 0 and then rows 256..504 (member 3, parity) in the same plug session, or,
+    ``cut``, each in a later session (a U before each)."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 8, 1016, rwbs=w)
+    ev += _r5d(50, 0, 0, read=True)
+    t = 100
+    for m in (1, 0):
+        for r in range(32):
+            ev += _r5d(t, m, 256 + 8 * r, read=True, getrq=r == 0)
+            t += 10
+    for m in (3, 2, 1, 0):
+        for r in range(1, 32):
+            ev += _r5d(t, m, 8 * r, getrq=r == 1)
+            t += 10
+    if cut:  # the session ends: U, then the D of the request raid5d got last
+        ev += _u(t, RAID5D, MEMBERS[0]) + [(t + 1, RAID5D, MEMBERS[0], ACT_ISSUE, 8, 248, w, 0)]
+    t += 1000
+    ev += _r5d(t, 3, 0) + _r5d(t + 2, 2, 0) + _r5d(t + 4, 1, 0)
+    t += 100
+    if cut:
+        ev += _u(t, RAID5D, MEMBERS[1]) + [(t + 1, RAID5D, MEMBERS[1], ACT_ISSUE, 0, 8, w, 0)]
+    t += 1000
+    for r in range(32):
+        ev += _r5d(t, 3, 256 + 8 * r, getrq=not cut or r == 0)
+        ev += _r5d(t + 5, 2, 256 + 8 * r, getrq=not cut or r == 0)
+        t += 10
+    ev += _u(t + 1000, RAID5D, MEMBERS[0])
+    return ev
+
+
+def test_a_reconstruct_write_in_the_session_of_the_batch_finds_the_batch_in_raid5d_s_plug():
+    """7.2's plug (FIFO list; ``blk_attempt_plug_merge`` tries the tail, then the oldest
+    request of the bio's queue): where the trace wrote rows 256.. in the session of the
+    batch, raid5d's plug still holds the batch's requests when the reads are back, and
+    member 3's row writes (each behind the parity's, another queue) find member 3's batch
+    request first and merge with nothing; where the trace cut the session, they merge."""
+    stack = stack_from_spec("raid5:disks=4,chunk=128k")
+    pol = preset_for_kernel("7.2")
+
+    def issued(cut: bool) -> list[tuple[int, int]]:
+        bios = dataclasses.replace(bios_from_table(_table(_rcw_in_one_session_trace(cut)), MD,
+                                                   stack=stack), depth=1)
+        out = replay(bios, stack, pol, engine="python")
+        return [(s, n) for _, m, s, n, r in _member(out, ACT_ISSUE) if m == 3]
+
+    assert issued(False) == [(8, 248), (0, 8)] + [(256 + 8 * r, 8) for r in range(32)]
+    assert issued(True) == [(8, 248), (0, 8), (256, 256)]
