@@ -1702,7 +1702,8 @@ class Engine:
         Only blocks that are not up to date count (``uptodate_for_rmw`` / ``R5_UPTODATE``):
         rmw reads the written blocks and the parity, rcw the data blocks not wholly
         overwritten; rmw when it reads fewer, ties to rcw (``rmw_level`` PARITY_ENABLE_RMW).
-        Failed members are neither read nor written; a degraded array always reconstructs.
+        Failed members are neither read nor written; a degraded row reconstructs where rmw
+        would need the missing block (:meth:`_dirtying_reads`).
         The reads go out in ``ops_run_io``'s descending member order.
         """
         if sh.reload:
@@ -1759,7 +1760,12 @@ class Engine:
         rmw reads the written blocks and the parity, rcw the data blocks not wholly
         overwritten, only those not ``R5_UPTODATE``; rmw when it reads fewer, ties to rcw.
         Blocks in ``sh.late`` are not there yet (their ``towrite`` came after
-        ``analyse_stripe``)."""
+        ``analyse_stripe``). A block on a missing member counts 2 * disks on the side that
+        would read it ("cannot read it" in ``handle_stripe_dirtying``, v6.1 .. 7.x): a
+        degraded row reconstructs only where rmw would need the missing block (it is
+        written or the parity); where the missing block is a data block left alone, rmw
+        (the trace's "raid5 rmw <sector> 3": 5 x 128k missing member 4, half a row written
+        on members 1 and 2, parity on member 0). The missing block itself is never read."""
         n = len(sh.node.members)
         failed = set(sh.node.failed)
         up = sh.uptodate
@@ -1772,7 +1778,15 @@ class Engine:
         rmw = [i for i in sorted((set(sh.written) - late) | set(parity)) if i not in up]
         if not rcw:
             return []
-        reads = rmw if len(rmw) < len(rcw) and not failed else rcw
+        # a block on a missing member "cannot read it": it costs 2 * disks on the side that
+        # needs it (handle_stripe_dirtying), so a degraded row whose missing block is
+        # neither written nor parity takes the read-modify-write like a healthy one
+        lost = 2 * n
+        cost_rmw = sum(lost if i in failed else 1 for i in rmw)
+        cost_rcw = len(rcw) + lost * sum(
+            1 for i in data if i in failed and i not in up
+            and (sh.written.get(i, 0) != full or i in late))
+        reads = rmw if cost_rmw < cost_rcw else rcw
         return sorted((i for i in reads if i not in failed), reverse=True)
 
     def _reads_back(self, sh: R5Stripe) -> None:
