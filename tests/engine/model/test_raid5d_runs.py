@@ -780,13 +780,17 @@ def _rows_one_by_one_trace() -> list[Event]:
     return ev
 
 
-def test_write_walks_give_each_row_its_walk_s_rank_and_whether_it_took_the_next_row():
-    stack = stack_from_spec("raid5:disks=4,chunk=64k")
-    table = _table(_rows_one_by_one_trace())
+def _runs_4x64k(events: list[Event]):
+    """raid5d's traced runs of a 4 x 64k raid5 trace (its writers' Q on md0 at depth 0)."""
+    table = _table(events)
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
-    runs = raid5d_runs(table, q, stack, 0)
+    runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 0)
     assert runs is not None
-    got = write_walks(runs)
+    return runs
+
+
+def test_write_walks_give_each_row_its_walk_s_rank_and_whether_it_took_the_next_row():
+    got = write_walks(_runs_4x64k(_rows_one_by_one_trace()))
     assert got[0] == [(0, False)] and got[8] == [(1, False)]
     assert got[24] == [(2, False)] and got[16] == [(3, False)]
     assert [got[8 * r] for r in range(4, 16)] == [[(4 + k, k < 11)] for k in range(12)]
@@ -834,12 +838,7 @@ def _partial_row_first_trace() -> list[Event]:
 
 
 def test_handling_ranks_give_the_order_raid5d_took_the_written_rows_in():
-    stack = stack_from_spec("raid5:disks=4,chunk=64k")
-    table = _table(_partial_row_first_trace())
-    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
-    runs = raid5d_runs(table, q, stack, 0)
-    assert runs is not None
-    got = handling_ranks(runs)
+    got = handling_ranks(_runs_4x64k(_partial_row_first_trace()))
     assert got[128] == [0, 17]  # its read first, its write last
     assert [got[8 * r] for r in range(16)] == [[1 + r] for r in range(16)]
 
