@@ -30,7 +30,8 @@ DEBIAN_ABI: dict[tuple[int, int, int], int] = {
 #: Change points: (first version, changes, source). Applied in order on top of the oldest.
 CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
     ((4, 9, 0), dict(split_remainder="tail", split_nomerge="cleared_by_md",
-                     raid0_discard="per_chunk", raid10_discard="per_chunk", bio_build="uncapped", plug_order="fifo_sorted",
+                     raid0_discard="per_chunk", raid10_discard="per_chunk", bio_build="uncapped",
+                     plug_order="fifo_sorted",
                      plug_merge_candidate="scan", plug_flush_check="newest", max_plug_count=16,
                      sbitmap_wakeup="per_queue", tag_preempt="always", flags_on_resubmit="reset",
                      max_sectors_cap_kb=1280, md_io_opt_align="off", dio_bio_limit="pages",
