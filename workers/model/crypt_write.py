@@ -45,7 +45,8 @@ def crypt_write_sessions(table: EventTable, stack: Stack | None
     member, ended by the thread's next U, UT or D on that member (``dmcrypt_write``'s
     ``blk_finish_plug``) unless the thread's next event there is a P rather than a remap
     (``blk_add_rq_to_plug``'s flush at ``BLK_PLUG_FLUSH_SIZE``, which keeps the session).
-    The write threads are the pids that remapped writes from the top onto the member. None when the top is not dm-crypt or the trace shows no such remap.
+    The write threads are the pids that remapped writes from the top onto the member. None
+    when the top is not dm-crypt or the trace shows no such remap.
     """
     if stack is None or stack.top.approximates != "dm-crypt":
         return None

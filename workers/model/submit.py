@@ -440,19 +440,18 @@ def discard_member_range(disk: int, chunk: int, first: int, last: int, start_dis
     offset, the others at the first stripe; the end mirrors that. ``first`` / ``last`` are the
     stripes of the start and end, ``start_off`` / ``end_off`` their offsets on their disks.
     """
-    if disk < start_disk:
-        ds = (first + 1) * chunk
-    elif disk > start_disk:
-        ds = first * chunk
-    else:
-        ds = start_off
-    if disk < end_disk:
-        de = (last + 1) * chunk
-    elif disk > end_disk:
-        de = last * chunk
-    else:
-        de = end_off
-    return ds, de
+    return (_discard_edge(disk, chunk, first, start_disk, start_off),
+            _discard_edge(disk, chunk, last, end_disk, end_off))
+
+
+def _discard_edge(disk: int, chunk: int, stripe: int, edge_disk: int, edge_off: int) -> int:
+    """Where one edge (start or end) of a discard falls on ``disk``: the next stripe on a
+    member before the edge's disk, the edge's offset on that disk, the stripe after it."""
+    if disk < edge_disk:
+        return (stripe + 1) * chunk
+    if disk > edge_disk:
+        return stripe * chunk
+    return edge_off
 
 
 class Engine:
