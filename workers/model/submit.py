@@ -1764,7 +1764,8 @@ class Engine:
         degraded row reconstructs only where rmw would need the missing block (it is
         written or the parity); where the missing block is a data block left alone, rmw
         (the trace's "raid5 rmw <sector> 3": 5 x 128k missing member 4, half a row written
-        on members 1 and 2, parity on member 0). The missing block itself is never read."""
+        on members 1 and 2, parity on member 0), also where the missing block is the only
+        one the write leaves alone. The missing block itself is never read."""
         n = len(sh.node.members)
         failed = set(sh.node.failed)
         up = sh.uptodate
@@ -1775,16 +1776,19 @@ class Engine:
         rcw = [i for i in data if (sh.written.get(i, 0) != full or i in late)
                and i not in failed and i not in up]
         rmw = [i for i in sorted((set(sh.written) - late) | set(parity)) if i not in up]
-        if not rcw:
-            return []
+        # a data block on a missing member that the write does not wholly overwrite
+        lost_rcw = [i for i in data if i in failed and i not in up
+                    and (sh.written.get(i, 0) != full or i in late)]
+        if not rcw and not lost_rcw:
+            return []  # every data block overwritten or at hand: a full-stripe write
         # a block on a missing member "cannot read it": it costs 2 * disks on the side that
         # needs it (handle_stripe_dirtying), so a degraded row whose missing block is
-        # neither written nor parity takes the read-modify-write like a healthy one
+        # neither written nor parity takes the read-modify-write like a healthy one, also
+        # when that missing block is the only one the write leaves alone (rcw would read
+        # nothing it can: without the reads the parity could not be brought up to date)
         lost = 2 * n
         cost_rmw = sum(lost if i in failed else 1 for i in rmw)
-        cost_rcw = len(rcw) + lost * sum(
-            1 for i in data if i in failed and i not in up
-            and (sh.written.get(i, 0) != full or i in late))
+        cost_rcw = len(rcw) + lost * len(lost_rcw)
         reads = rmw if cost_rmw < cost_rcw else rcw
         return sorted((i for i in reads if i not in failed), reverse=True)
 

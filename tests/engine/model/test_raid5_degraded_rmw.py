@@ -46,3 +46,19 @@ def test_degraded_row_missing_a_written_block_still_reconstructs():
         assert [e for e in _d(t, x) if e[2] == "R"] == [(256, 256, "R")]
     for x in (m[0], m[3]):
         assert [e for e in _d(t, x) if e[2] == "R"] == []
+
+
+def test_degraded_row_whose_only_block_left_alone_is_missing_reads_for_rmw():
+    """3 x 64k, member 2 missing: stripe 1 has its parity on member 1 and data on members 2
+    (missing) and 0. A write of member 0's chunk alone leaves only the missing block: rcw
+    "cannot read it" (2 * 3), rmw reads member 0 and the parity (2), so the kernel reads
+    both before it writes; without them the parity could not be brought up to date."""
+    stack = stack_from_spec("raid5:disks=3,chunk=64k,failed=2")
+    m = stack.top.members
+    bios = bios_from_workload("dd:bs=64k,count=1,skip=3,op=write,contig=all")
+    for kernel in ("6.1", "7.2"):
+        t = replay(bios, stack, preset_for_kernel(kernel))
+        for x in (m[0], m[1]):
+            assert [e for e in _d(t, x) if e[2] == "R"] == [(128, 128, "R")], kernel
+            assert [e for e in _d(t, x) if e[2] == "W"] == [(128, 128, "W")], kernel
+        assert _d(t, m[2]) == [], kernel
