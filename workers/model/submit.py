@@ -1397,15 +1397,24 @@ class Engine:
         ... each alone behind the stripe's 4096+24, 4120+8, 4128+224). When raid5d got there
         is the trace's clock; which session wrote the rows is by order
         (``r5_write_session``): the plug stays open while a row being read has its next
-        traced write in the session of the plug's last write."""
+        traced write in the session of the plug's last write.
+
+        Reads in the plug stay there with it (a request under BLK_PLUG_FLUSH_SIZE does not
+        flush the plug when the next one joins, ``blk_add_rq_to_plug``; 7.3: the next rows'
+        rmw reads, 7584+96 on three members, sat in raid5d's plug while the rows read before
+        came back and were written); only the rows whose reads went out can bring raid5d
+        back, so a row whose read is still in the plug does not hold it."""
         k = self.r5_plug_session
         plug = self.plug
-        if k < 0 or not self.r5_write_session or plug is None or not plug.rqs or \
-                any(rq.op == OP_READ for rq in plug.rqs):
-            return False  # reads still in the plug go out with it (blk_finish_plug)
+        if k < 0 or not self.r5_write_session or plug is None or not plug.rqs:
+            return False
+        held_reads = [rq for rq in plug.rqs if rq.op == OP_READ]
         for (_dev, msec), sh in self.r5_reading.items():
             if sh.node is not self.stack.top:
                 continue
+            at = msec + sh.node.data_offset
+            if any(rq.sector <= at < rq.end for rq in held_reads):
+                continue  # its read waits in this plug: it cannot come back before the flush
             n = self.r5_write_count.get(msec, 0)
             traced = self.r5_write_session.get(msec)
             if traced is not None and n < len(traced) and traced[n] == k:

@@ -1192,3 +1192,33 @@ def test_a_reconstruct_write_in_the_session_of_the_batch_finds_the_batch_in_raid
 
     assert issued(False) == [(8, 248), (0, 8)] + [(256 + 8 * r, 8) for r in range(32)]
     assert issued(True) == [(8, 248), (0, 8), (256, 256)]
+
+
+def test_a_small_read_in_raid5d_s_plug_does_not_end_its_session_while_other_rows_are_read():
+    """7.3 ``r5_d5_c128_degraded_ddw768k``: the next rows' rmw reads (7584+96 on three
+    members, under BLK_PLUG_FLUSH_SIZE, so ``blk_add_rq_to_plug`` did not flush) sat in
+    raid5d's plug while the rows read before came back and were written in the same session.
+    The plug is held for a row whose read went out; a row whose read is still in the plug
+    cannot come back before the flush and does not hold it."""
+    from workers.model.plug import Bio, Request
+    from workers.model.split import OP_READ, OP_WRITE
+    from workers.model.submit import Engine, R5Stripe
+
+    stack = stack_from_spec("raid5:disks=4,chunk=128k")
+    eng = Engine(stack, preset_for_kernel("7.3"))
+    top = stack.top
+    m0 = top.members[0].dev
+
+    def rq(sector: int, nr: int, op: int) -> Request:
+        return Request(Bio(m0, sector, nr, op, RWBS_READ if op == OP_READ else RWBS_WRITE,
+                           0, None, None, 0, 0, 50), 1, sector)
+
+    eng.plug = eng.make_plug()
+    eng.plug.rqs = [rq(8, 248, OP_WRITE), rq(512, 64, OP_READ)]
+    eng.r5_plug_session = 3
+    eng.r5_write_session = {256: [3], 512: [3]}
+    eng.r5_reading = {(top.dev, 512): R5Stripe(top, 512, 1, 50)}
+    assert not eng._hold_raid5d_plug()  # only a row whose read waits in this plug
+    eng.r5_reading[(top.dev, 256)] = R5Stripe(top, 256, 2, 50)
+    assert eng._hold_raid5d_plug()  # row 256's read is out: raid5d is back in this session
+    assert eng.r5_held == (3, eng.plug)
