@@ -398,9 +398,22 @@ def _after_md_write_start(table: EventTable, rows: npt.NDArray[np.intp],
     pid = table.pid[rows].astype(np.int64)
     mine_top = (dev == top_dev) & ((act == ACT_QUEUE) | (act == ACT_UNPLUG_TIMER)
                                    | (act == ACT_UNPLUG_IO))
-    for i in np.flatnonzero(write & (t > t_first) & (t < t_end)).tolist():
-        nxt = tm[mine_top & (table.pid == pid[i]) & (tm > t[i])]
-        at = int(nxt.min()) - 1 if len(nxt) else t_end
+    waiting = np.flatnonzero(write & (t > t_first) & (t < t_end))
+    if not len(waiting):
+        return out
+    # each thread's next event on the array after a waiting write: the events sorted by
+    # (pid, time) once, each write's found by binary search (not a scan of the table per
+    # write)
+    ev = np.flatnonzero(mine_top)
+    ev_pid = table.pid[ev].astype(np.int64)
+    ev_t = tm[ev]
+    order = np.lexsort((ev_t, ev_pid))
+    ev_pid, ev_t = ev_pid[order], ev_t[order]
+    for i in waiting.tolist():
+        lo = int(np.searchsorted(ev_pid, pid[i], side="left"))
+        hi = int(np.searchsorted(ev_pid, pid[i], side="right"))
+        k = lo + int(np.searchsorted(ev_t[lo:hi], t[i], side="right"))
+        at = int(ev_t[k]) - 1 if k < hi else t_end
         out[i] = max(at, t_end)
     return out
 
