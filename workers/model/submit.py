@@ -1422,6 +1422,22 @@ class Engine:
                 return True
         return False
 
+    def release_held_plug(self) -> bool:
+        """Flush raid5d's plug held past its run (:meth:`_hold_raid5d_plug`) when nothing is
+        left to happen (the replay's event heap is empty): ``blk_finish_plug`` at the end of
+        ``raid5d``. A held plug is normally taken up by raid5d's next run, which a completion
+        of the rows' reads brings; if those never complete (a read waiting for a tag the
+        plug's own requests hold), the plug must still go out, not be lost. True when there
+        was one."""
+        if self.r5_held is None:
+            return False
+        _, plug = self.r5_held
+        self.r5_held = None
+        saved, self.plug = self.plug, plug
+        plug.flush(False)
+        self.plug = saved
+        return True
+
     def _finish_raid5d_plug(self) -> None:
         """raid5d's ``blk_finish_plug`` between two traced sessions: what its plug holds goes
         out, and the next rows start a plug of their own."""

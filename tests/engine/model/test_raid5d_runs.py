@@ -1222,3 +1222,24 @@ def test_a_small_read_in_raid5d_s_plug_does_not_end_its_session_while_other_rows
     eng.r5_reading[(top.dev, 256)] = R5Stripe(top, 256, 2, 50)
     assert eng._hold_raid5d_plug()  # row 256's read is out: raid5d is back in this session
     assert eng.r5_held == (3, eng.plug)
+
+
+def test_a_held_raid5d_plug_goes_out_when_nothing_is_left_to_bring_raid5d_back():
+    """``blk_finish_plug`` at the end of ``raid5d``: a plug held past raid5d's run for rows
+    whose reads are out is taken up by its next run; when the replay has no event left (those
+    reads never complete), the held plug is flushed, not lost."""
+    from workers.model.plug import Bio, Request
+    from workers.model.split import OP_WRITE
+    from workers.model.submit import Engine
+
+    stack = stack_from_spec("raid5:disks=4,chunk=128k")
+    eng = Engine(stack, preset_for_kernel("7.3"))
+    m0 = stack.top.members[0].dev
+    plug = eng.make_plug()
+    plug.rqs = [Request(Bio(m0, 8, 248, OP_WRITE, RWBS_WRITE, 0, None, None, 0, 0, 50), 1, 1)]
+    eng.r5_held = (3, plug)
+    assert eng.inflight[m0] == 0
+    assert eng.release_held_plug()
+    assert eng.r5_held is None and not plug.rqs
+    assert eng.inflight[m0] == 1  # dispatched to the member
+    assert not eng.release_held_plug()
