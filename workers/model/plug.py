@@ -112,7 +112,7 @@ class Request:
     """A blk-mq request: contiguous sectors (or discard ranges) and the bios it carries."""
 
     __slots__ = ("dev", "sector", "nr", "op", "rwbs", "nomerge", "nsegs", "bios", "pid", "rid",
-                 "t_insert")
+                 "t_insert", "post_flush")
 
     def __init__(self, bio: Bio, nsegs: int, rid: int) -> None:
         self.dev = bio.dev
@@ -126,6 +126,8 @@ class Request:
         self.pid = bio.pid
         self.rid = rid
         self.t_insert = 0
+        #: a flush follows its completion (``blk_insert_flush``: REQ_FUA on a queue without it)
+        self.post_flush = False
 
     @property
     def end(self) -> int:

@@ -98,7 +98,17 @@ from workers.model.raid5d_runs import (
 )
 from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
 from workers.model.stack import RAID456, Stack, all_limits, raid5_map, raid6_map
-from workers.model.submit import EV_COMPLETE, EV_RAID5D, EV_RAID5D_END, EV_UNIT, Engine, Unit
+from workers.model.submit import (
+    EV_COMPLETE,
+    EV_RAID5D,
+    EV_RAID5D_END,
+    EV_UNIT,
+    Engine,
+    Unit,
+    flush_sequence,
+    supports_fua,
+    write_back,
+)
 from workers.model.trace_plugs import (
     kblockd_runs,
     mark_unplugged,
@@ -833,7 +843,9 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     # holds (release_stripe_plug) wait for its unplug while raid5d handles the others'
     interleave = bio_by_bio(pid, plug, bios.depth, stack) or (
         bios.depth == 0 and isinstance(runs, Raid5dRuns))
-    flushes = bool(np.any(nr == 0))
+    # empty flushes, and writes through the flush machinery (REQ_PREFLUSH / REQ_FUA with data)
+    flushes = bool(np.any(nr == 0)) or \
+        bool(np.any((np.asarray(rwbs) & (RWBS_FLUSH | RWBS_FUA)) != 0))
     unmerge = np.asarray(bios.meta.get("unmergeable", np.zeros(0, np.bool_)), dtype=np.bool_)
     if len(unmerge) != len(sector):
         unmerge = np.zeros(len(sector), dtype=np.bool_)
@@ -1169,26 +1181,6 @@ def _replay_fast(eng: Engine, bios: BioStream, stack: Stack, policy: Policy, see
     return _table(eng, stack, policy, bios, seed, rows_arr)
 
 
-def flush_sequence(rwbs: int, write_cache: bool, fua: bool) -> tuple[bool, int, bool]:
-    """``blk_flush_policy`` for a request with data: (pre-flush, data rwbs, post-flush).
-
-    A write-back cache turns REQ_PREFLUSH into a flush request issued before the data and, on
-    a queue without FUA, REQ_FUA into a flush after it (``blk_insert_flush``); a write-through
-    cache drops both flags. The data request itself loses REQ_PREFLUSH, and REQ_FUA unless the
-    queue supports it.
-    """
-    data = rwbs & ~RWBS_FLUSH
-    if not write_cache:
-        return False, data & ~RWBS_FUA, False
-    pre = bool(rwbs & RWBS_FLUSH)
-    post = bool(rwbs & RWBS_FUA) and not fua
-    return pre, data if fua else data & ~RWBS_FUA, post
-
-
-def _truthy_cache(v: Any) -> bool:
-    return "through" not in str(v if v is not None else "write back").lower()
-
-
 def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
                      cols: npt.NDArray[np.int64], sched_wakeup: str = "cfs",
                      top_q: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.int64]:
@@ -1303,8 +1295,7 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
         for j in range(a, b):
             dev, sec, nr, rw = (int(x) for x in meta[1:, j])
             lim = members[dev].limits
-            pre, data, post = flush_sequence(rw, _truthy_cache(lim.get("write_cache")),
-                                             str(lim.get("fua", "0")).strip() == "1")
+            pre, data, post = flush_sequence(rw, write_back(lim), supports_fua(lim))
             flush = [(ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0),
                      (ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0)]
             seq = [[(ACT_QUEUE, rw, sec, nr)]]
@@ -1345,8 +1336,8 @@ def loop_fs_rows(meta: npt.NDArray[np.int64], before: npt.NDArray[np.int64], sta
     """
     disk = stack.top.members[0]
     lim = disk.limits
-    wc = _truthy_cache(lim.get("write_cache"))
-    fua = str(lim.get("fua", "0")).strip() == "1"
+    wc = write_back(lim)
+    fua = supports_fua(lim)
     flush = [(ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0), (ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0)]
     out: list[tuple[int, ...]] = []
     order = np.lexsort((np.arange(meta.shape[1]), meta[0], before))

@@ -53,7 +53,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -74,6 +74,7 @@ from workers.events import (
     ACT_UNPLUG_IO,
     ACT_UNPLUG_TIMER,
     RWBS_FLUSH,
+    RWBS_FUA,
     RWBS_NONE,
     RWBS_READ,
     RWBS_SYNC,
@@ -188,6 +189,33 @@ EV_RAID5D_END = 4
 #: Stacked kinds whose empty flush goes to every member (md_flush_request; dm's
 #: __send_empty_flush for the dm targets modelled as these kinds).
 RAID_FLUSH_KINDS = frozenset({"raid0", "raid1", "raid10", "raid4", "raid5", "raid6", "linear"})
+
+def flush_sequence(rwbs: int, write_cache: bool, fua: bool) -> tuple[bool, int, bool]:
+    """``blk_flush_policy`` for a request with data: (pre-flush, data rwbs, post-flush).
+
+    A write-back cache turns REQ_PREFLUSH into a flush request issued before the data and, on
+    a queue without FUA, REQ_FUA into a flush after it (``blk_insert_flush``); a write-through
+    cache drops both flags. The data request itself loses REQ_PREFLUSH, and REQ_FUA unless the
+    queue supports it.
+    """
+    data = rwbs & ~RWBS_FLUSH
+    if not write_cache:
+        return False, data & ~RWBS_FUA, False
+    pre = bool(rwbs & RWBS_FLUSH)
+    post = bool(rwbs & RWBS_FUA) and not fua
+    return pre, data if fua else data & ~RWBS_FUA, post
+
+
+def write_back(limits: Mapping[str, Any]) -> bool:
+    """The queue has a volatile write cache (``write_cache`` "write back", the default)."""
+    v = limits.get("write_cache")
+    return "through" not in str(v if v is not None else "write back").lower()
+
+
+def supports_fua(limits: Mapping[str, Any]) -> bool:
+    """The queue's ``fua`` attribute (REQ_FUA passes to the device)."""
+    return str(limits.get("fua", "0")).strip() == "1"
+
 
 #: STRIPE_SECTORS: one stripe_head covers 4 KiB of every member.
 STRIPE_SECTORS = 8
@@ -702,19 +730,23 @@ class Engine:
 
     def _flush_to(self, node: Node, pid: int, rwbs: int, *, top: bool = False) -> None:
         if node.kind == "disk":
-            if "through" in str(node.limits.get("write_cache", "write back")).lower():
+            if not write_back(node.limits):
                 return
             self.ev(node.dev, pid, ACT_QUEUE, rwbs, 0, 0)
             self.tick()
             self.ev(node.dev, pid, ACT_GETRQ, rwbs, 0, 0)
             self.tick()
-            self.ev(node.dev, pid, ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0)
-            self.ev(node.dev, 0, ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0)
-            self.tick()
+            self._flush_request(node.dev, pid)
             return
         if top:
             self.ev(node.dev, pid, ACT_QUEUE, rwbs, 0, 0)
             self.tick()
+        self._flush_members(node, pid, rwbs)
+
+    def _flush_members(self, node: Node, pid: int, rwbs: int) -> None:
+        """The empty flush bios a stacked device sends to its members for a REQ_PREFLUSH bio:
+        ``md_flush_request`` (``rdev_for_each``: newest bound first), dm's
+        ``__send_empty_flush`` (table order)."""
         if node.kind not in RAID_FLUSH_KINDS:
             return  # a loop device's flush is its file system's fsync (traced on the disk)
         members = list(enumerate(node.members))
@@ -724,6 +756,14 @@ class Engine:
             if i in node.failed:
                 continue
             self._flush_to(member, pid, (rwbs | RWBS_WRITE | RWBS_FLUSH) & ~RWBS_SYNC, top=True)
+
+    def _flush_request(self, dev: int, pid: int, t: int | None = None) -> None:
+        """The flush request of ``blk_insert_flush`` / ``blk_kick_flush`` (0 sectors, FN),
+        dispatched ahead of the queue."""
+        self.ev(dev, pid, ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0, t=t)
+        self.ev(dev, 0, ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0, t=t)
+        if t is None:
+            self.tick()
 
     def submit_noacct(self, bio: Bio, split: bool) -> None:
         """``submit_bio_noacct_nocheck``."""
@@ -849,6 +889,13 @@ class Engine:
         1016 KiB, yet a 1 MiB read of a contiguous buffer reaches the member whole).
         """
         lim = self.limits[node.dev]
+        if bio.rwbs & RWBS_FLUSH and bio.nr > 0 and node.kind in RAID_FLUSH_KINDS:
+            # md_flush_request: an empty REQ_PREFLUSH bio to every member first (6.1: from
+            # md's flush work, the data after they complete, md_submit_flush_data; 7.x:
+            # chained to the bio, submitted inline), then the bio without REQ_PREFLUSH
+            # (REQ_FUA stays: the member's flush machinery, :meth:`mq_submit`)
+            self._flush_members(node, bio.pid, bio.rwbs)
+            bio.rwbs &= ~RWBS_FLUSH
         if not node.approximates.startswith("dm-") or \
                 bio.op in (OP_DISCARD, OP_SECURE_ERASE, OP_WRITE_ZEROES):
             bio = self._split_to_limits(bio, lim)
@@ -2190,6 +2237,16 @@ class Engine:
         """``blk_mq_submit_bio``."""
         lim = self.limits[node.dev]
         bio = self._split_to_limits(bio, lim)
+        post = False
+        if bio.rwbs & (RWBS_FLUSH | RWBS_FUA) and bio.nr > 0 and node.kind == "disk":
+            # blk_insert_flush: the pre-flush before the data (REQ_FSEQ_PREFLUSH), the data
+            # request without REQ_PREFLUSH (and REQ_FUA on a queue without FUA), a post-flush
+            # once it completes (REQ_FSEQ_POSTFLUSH); REQ_NOMERGE_FLAGS: it never merges
+            pre, bio.rwbs, post = flush_sequence(bio.rwbs, write_back(node.limits),
+                                                 supports_fua(node.limits))
+            bio.flags |= F_NOMERGE
+            if pre:
+                self._flush_request(node.dev, bio.pid)
         if self.no_plug:
             self.preempted_by_kblockd()
         nsegs = self.nsegs(bio, lim)
@@ -2208,6 +2265,7 @@ class Engine:
         self.alloc[node.dev] += 1
         self.rid += 1
         rq = Request(bio, nsegs, self.rid)
+        rq.post_flush = post
         self.n_requests += 1
         self.ev(bio.dev, bio.pid, ACT_GETRQ, bio.rwbs, bio.sector, bio.nr)
         self.tick()
@@ -2453,6 +2511,8 @@ class Engine:
         self.inflight[rq.dev] -= 1
         self.alloc[rq.dev] -= 1
         self.ev(rq.dev, 0, ACT_COMPLETE, rq.rwbs, rq.sector, rq.nr, t=t)
+        if rq.post_flush:
+            self._flush_request(rq.dev, 0, t)  # blk_flush_complete_seq: REQ_FSEQ_POSTFLUSH
         for b in rq.bios:
             self._release(b, t)
         # The freed tag is used at the model clock: host steps of submissions processed
