@@ -18,16 +18,23 @@ import numpy.typing as npt
 
 from workers.events import (
     ACT_BACKMERGE,
+    ACT_COMPLETE,
+    ACT_FRONTMERGE,
+    ACT_GETRQ,
     ACT_INSERT,
     ACT_ISSUE,
     ACT_QUEUE,
     ACT_REMAP,
+    ACT_REQUEUE,
     ACT_SPLIT,
+    COLUMNS,
     RWBS_FLUSH,
+    RWBS_FUA,
     RWBS_META,
     RWBS_WRITE,
     EventTable,
 )
+from workers.model.stack import Stack, raid0_unmap
 from workers.traces.filefrag import FileExtent
 
 
@@ -184,3 +191,123 @@ def dispatch_time_of(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArr
         if len(c):
             out[j] = int(t[c[np.argmin(np.abs(t[c] - t[r]))]])
     return out
+
+
+#: events that make a request (or put it back for another dispatch): a D with none of them
+#: since the last D or C at its device and sector had no traced bio
+_RQ_BIRTH = (ACT_GETRQ, ACT_INSERT, ACT_FRONTMERGE, ACT_REQUEUE)
+
+
+def untraced_fua_writes(table: EventTable, stack: Stack) -> npt.NDArray[np.int64]:
+    """Top-device writes with REQ_FUA that the trace has no bio event for, as
+    ``[time, pid, top sector, sectors, rwbs, comm]`` columns (time: just before their first
+    event; pid and comm: their D's).
+
+    From f9ee38bbf70f ("blktrace: add block trace commands for zone operations", 6.19)
+    ``__blk_add_trace`` drops an event for a v1 trace (``blktrace`` < 1.4: BLKTRACESETUP)
+    when ``(what >> BLK_TC_SHIFT) > BLK_TC_END_V1``; BLK_TC_FUA is 1 << 15, BLK_TC_END_V1
+    itself, so every bio event of a REQ_FUA write (Q, A, G on every device: with W set it
+    exceeds the bound) goes, and so does the top device's C. What the trace keeps is the
+    request a disk without FUA makes of it: ``blk_insert_flush`` clears REQ_FUA from the
+    request (and REQ_PREFLUSH, which md_flush_request cleared already), so its D and C are
+    traced (W S M), followed by the post-flush (FN). jbd2's commit block (REQ_PREFLUSH |
+    REQ_FUA), ext4's superblock (REQ_FUA) and jbd2's superblock through md raid0 show as a
+    member D with no G, I or Q. A REQ_PREFLUSH among them leaves md_flush_request's empty
+    flush bios (no REQ_FUA: traced) on the members, Q of 0 sectors by the submitter, with no
+    empty flush on the top device above them.
+
+    Such a D (a write with none of :data:`_RQ_BIRTH` at its device and sector since that
+    sector's last D or C) on the top disk, or on a raid0 member (mapped back with
+    :func:`raid0_unmap`), is taken as the bio the trace lost: REQ_FUA, the D's flags, and
+    REQ_PREFLUSH where the submitter's member flushes above have no top flush. Other stacks
+    (raid1/raid10 copies, parity) are left as they are.
+    """
+    out = np.zeros((6, 0), np.int64)
+    top = stack.top
+    if top.kind not in ("disk", "raid0") or not table.time_known or not len(table):
+        return out
+    member_of = {top.dev: -1} if top.kind == "disk" else \
+        {m.dev: i for i, m in enumerate(top.members) if m.kind == "disk"}
+    devs = np.fromiter(member_of, np.int64)
+    act = table.action
+    on = np.isin(table.dev, devs)
+    rel = np.flatnonzero(on & (np.isin(act, _RQ_BIRTH) | (act == ACT_ISSUE) |
+                               (act == ACT_COMPLETE)))
+    if not bool(np.any(act[rel] == ACT_ISSUE)):
+        return out
+    t = table.time_ns.astype(np.int64)
+    key = table.dev[rel].astype(np.int64) * (1 << 44) + table.sector[rel].astype(np.int64)
+    order = np.lexsort((t[rel], key))
+    open_: dict[int, bool] = {}
+    orphans: list[int] = []
+    for r, k in zip(rel[order].tolist(), key[order].tolist()):
+        a = int(act[r])
+        if a == ACT_ISSUE:
+            if not open_.get(k) and table.nr_sectors[r] > 0 and table.rwbs[r] & RWBS_WRITE:
+                orphans.append(r)
+            open_[k] = False
+        elif a == ACT_COMPLETE:
+            open_[k] = False
+        else:
+            open_[k] = True
+    if not orphans:
+        return out
+    # md_flush_request's empty flushes on the members with no top empty flush above them
+    top_flush = np.flatnonzero((act == ACT_QUEUE) & (table.dev == top.dev) &
+                               (table.nr_sectors == 0) & ((table.rwbs & RWBS_FLUSH) != 0))
+    mflush = np.flatnonzero((act == ACT_QUEUE) & on & (table.dev != top.dev) &
+                            (table.nr_sectors == 0) & ((table.rwbs & RWBS_FLUSH) != 0))
+    unexplained = np.ones(len(mflush), bool)
+    for f in top_flush.tolist():
+        for dev in devs.tolist():
+            c = np.flatnonzero(unexplained & (table.dev[mflush] == dev) &
+                               (table.pid[mflush] == table.pid[f]) & (t[mflush] >= t[f]))
+            if len(c):
+                unexplained[c[0]] = False
+    spare = mflush[unexplained]
+    rows: list[tuple[int, int, int, int, int, int]] = []
+    for r in sorted(orphans, key=lambda x: int(t[x])):
+        idx = member_of[int(table.dev[r])]
+        sector: int | None = int(table.sector[r])
+        if idx >= 0:
+            msec = int(table.sector[r]) - top.data_offset
+            sector = raid0_unmap(idx, msec, top.chunk_sectors,
+                                 [top.member_size(i) for i in range(len(top.members))],
+                                 top.layout or "orig") if msec >= 0 else None
+        if sector is None:
+            continue
+        rw = int(table.rwbs[r]) | RWBS_FUA
+        first = int(t[r])
+        mine = spare[(table.pid[spare] == table.pid[r]) & (t[spare] <= first)]
+        if len(mine):
+            rw |= RWBS_FLUSH
+            first = int(t[mine].min())
+            spare = spare[~np.isin(spare, mine)]
+        rows.append((first - 1, int(table.pid[r]), sector, int(table.nr_sectors[r]), rw,
+                     int(table.comm[r])))
+    if not rows:
+        return out
+    return np.asarray(rows, np.int64).T
+
+
+def with_untraced_writes(table: EventTable, top_dev: int, writes: npt.NDArray[np.int64]
+                         ) -> EventTable:
+    """``table`` with a Q on ``top_dev`` for each of :func:`untraced_fua_writes` (the event
+    the trace dropped), in time order."""
+    if not writes.shape[1]:
+        return table
+    k = writes.shape[1]
+    new = {n: np.zeros(k, dtype=dt) for n, dt in COLUMNS}
+    new["time_ns"] = writes[0]
+    new["pid"] = writes[1]
+    new["sector"] = writes[2]
+    new["nr_sectors"] = writes[3]
+    new["rwbs"] = writes[4]
+    new["comm"] = writes[5]
+    new["dev"] = np.full(k, top_dev)
+    new["action"] = np.full(k, ACT_QUEUE)
+    at = np.searchsorted(table.time_ns.astype(np.int64), writes[0], side="left")
+    cols = {n: np.insert(getattr(table, n), at, new[n].astype(getattr(table, n).dtype))
+            for n, _ in COLUMNS}
+    return EventTable(cols, comms=table.comms, devices=table.devices,
+                      time_known=table.time_known, meta=table.meta)

@@ -85,6 +85,8 @@ from workers.model.own_requests import (
     merged_rows,
     metadata_write_rows,
     split_as_traced,
+    untraced_fua_writes,
+    with_untraced_writes,
 )
 from workers.model.plug import F_IDLE, F_SYNC, F_UNMERGEABLE, Bio
 from workers.model.policy import Policy, parse_size
@@ -234,6 +236,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     Raises:
         ModelConfigError: the table has no Q events on ``top_dev``.
     """
+    if stack is not None and stack.top.dev == top_dev:
+        # REQ_FUA writes a v1 trace of 6.19+ has no bio event for (their requests' D only)
+        table = with_untraced_writes(table, top_dev, untraced_fua_writes(table, stack))
     is_q = (table.action == ACT_QUEUE) & (table.dev == top_dev)
     # bare flushes (0 sectors, REQ_PREFLUSH) go down as empty flushes; a write's own data
     # comes first for the checks below

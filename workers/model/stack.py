@@ -414,6 +414,29 @@ def raid0_map(sector: int, chunk: int, sizes: Sequence[int], layout: str = "orig
     raise ModelConfigError(f"sector {sector} is beyond the raid0 array")
 
 
+def raid0_unmap(idx: int, msec: int, chunk: int, sizes: Sequence[int], layout: str = "orig"
+                ) -> int | None:
+    """The array sector :func:`raid0_map` sends to member ``idx`` at ``msec`` (member sector
+    without data_offset); None where no array sector maps there (past the member's last
+    whole chunk)."""
+    n = len(sizes)
+    sz = [s - s % chunk for s in sizes]
+    zone_start_array = 0
+    dev_start = 0
+    for z_end_member in sorted(set(sz)):
+        members = [i for i in range(n) if sz[i] >= z_end_member]
+        nb = len(members)
+        if dev_start <= msec < z_end_member and idx in members:
+            p = members.index(idx)
+            row, off = divmod(msec - dev_start, chunk)
+            j = p if layout == "alt" else (p - zone_start_array // chunk) % nb
+            sector = zone_start_array + (row * nb + j) * chunk + off
+            return sector if raid0_map(sector, chunk, sizes, layout) == (idx, msec) else None
+        zone_start_array += (z_end_member - dev_start) * nb
+        dev_start = z_end_member
+    return None
+
+
 def linear_map(sector: int, sizes: Sequence[int]) -> tuple[int, int, int]:
     """(member index, member sector, sectors left on that member): which_dev."""
     start = 0
