@@ -29,6 +29,7 @@ from workers.events import (
     ACT_QUEUE,
     ACTION_CODES,
     RWBS_DISCARD,
+    RWBS_FLUSH,
     EventTable,
     dev_str,
     parse_dev,
@@ -308,6 +309,12 @@ def unexercised(field: str, stack: Any, bios: Any) -> str:
     if field == "dm_crypt_split" and not any(
             getattr(n, "approximates", "") == "dm-crypt" for n in stack.nodes()):
         return "no dm-crypt in the stack"
+    if field == "md_flush":
+        if not kinds & {"raid0", "raid1", "raid10", "raid4", "raid5", "raid6", "linear"}:
+            return "no md device in the stack"
+        if not np.any(((np.asarray(bios.rwbs) & RWBS_FLUSH) != 0)
+                      & (np.asarray(bios.nr_sectors) > 0)):
+            return "no REQ_PREFLUSH write with data in the input"
     if field == "raid0_discard":
         if "raid0" not in kinds:
             return "no raid0 in the stack"

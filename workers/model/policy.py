@@ -40,6 +40,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "raid0_split": ("resubmit", "map_both"),
     "sched_wakeup": ("cfs", "eevdf"),
     "dm_crypt_split": ("writes_1m", "128k"),
+    "md_flush": ("work", "inline"),
 }
 
 #: Old spellings still accepted (stored comparisons and scripts may carry them): field -> old -> new.
@@ -119,6 +120,14 @@ class Policy:
             ``writes_1m`` (up to 6.10: writes above BIO_MAX_VECS pages; reads whole) or
             ``128k`` (0d815e3400e6 "dm-crypt: limit the size of encryption requests", v6.11:
             reads and writes at 128 KiB, the ``max_read_size`` / ``max_write_size`` defaults).
+        md_flush: how ``md_flush_request`` handles a REQ_PREFLUSH bio with data: ``work`` (up to
+            6.11: ``submit_flushes`` on md_wq sends an empty flush to every member and
+            ``md_submit_flush_data`` maps the bio once they have all completed, so each member
+            flushes before the data) or ``inline`` (Yu Kuai's "md: remove flush handling",
+            md-6.12: the empty flushes are chained to the bio and submitted by the submitter,
+            which maps the bio at once; a member's flush request goes out from kblockd
+            (``blk_kick_flush`` -> ``blk_mq_kick_requeue_list``), after the data request the
+            submitter issued itself).
         name: the preset label this policy came from (not a behaviour).
     """
 
@@ -143,6 +152,7 @@ class Policy:
     raid0_split: str = "map_both"
     sched_wakeup: str = "eevdf"
     dm_crypt_split: str = "128k"
+    md_flush: str = "inline"
     name: str = "custom"
 
     def __post_init__(self) -> None:

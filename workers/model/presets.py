@@ -37,7 +37,7 @@ CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
                      max_sectors_cap_kb=1280, md_io_opt_align="off", dio_bio_limit="pages",
                      unplug_trace="always", md_read_balance="scan",
                      raid10_chunk_limit="off", raid0_split="resubmit",
-                     sched_wakeup="cfs", dm_crypt_split="writes_1m"),
+                     sched_wakeup="cfs", dm_crypt_split="writes_1m", md_flush="work"),
      "baseline: v4.6 'MD: make bio mergeable' (seed 002) is in; no multipage bvecs"),
     ((4, 12, 0), dict(raid0_discard="per_member"), "raid0_handle_discard (about 4.12)"),
     ((5, 1, 0), dict(dio_bio_limit="vecs"), "07173c3ec276 block: enable multipage bvecs"),
@@ -69,6 +69,10 @@ CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
     ((6, 11, 0), dict(dm_crypt_split="128k"),
      "0d815e3400e6 dm-crypt: limit the size of encryption requests (dm tree for 6.11): reads "
      "and writes at 128 KiB (the 7.3.4 dm-crypt captures: 256 + 256 sectors per 256 KiB read)"),
+    ((6, 12, 0), dict(md_flush="inline"),
+     "md: remove flush handling (Yu Kuai, md-6.12): md_flush_request chains an empty flush per "
+     "member to the bio and maps the bio at once (7.3.4: the members' flush Q by jbd2, the "
+     "data D before kblockd's flush D; 6.1.0-57: md_wq's kworker, flushes first)"),
     ((6, 12, 0), dict(unplug_trace="always"),
      "blk-mq: add missing unplug trace event (Keith Busch, posted 2024-09-06; inferred 6.12)"),
     ((6, 12, 25), dict(plug_order="fifo", plug_merge_candidate="oldest",

@@ -606,6 +606,10 @@ class Engine:
         self.no_plug = False
         #: devices whose hardware queue run was left to kblockd, in run order
         self.deferred_runs: list[int] = []
+        #: flush requests kblockd's worker dispatches (md_flush=inline: md_flush_request's
+        #: member flushes, queued by blk_kick_flush while the submitter maps the data on)
+        self.deferred_flushes: list[int] | None = None
+        self.kblockd_flushes: list[int] = []
         #: the running no-plug unit's requests placed so far (G or merge, any blk-mq device)
         #: and the counts at which the trace shows kblockd's worker running in between
         #: (:func:`workers.model.trace_plugs.kblockd_runs`), ascending
@@ -759,7 +763,11 @@ class Engine:
 
     def _flush_request(self, dev: int, pid: int, t: int | None = None) -> None:
         """The flush request of ``blk_insert_flush`` / ``blk_kick_flush`` (0 sectors, FN),
-        dispatched ahead of the queue."""
+        dispatched ahead of the queue (by kblockd's worker, :meth:`run_deferred`, while
+        ``deferred_flushes`` collects them)."""
+        if self.deferred_flushes is not None and t is None:
+            self.deferred_flushes.append(dev)
+            return
         self.ev(dev, pid, ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0, t=t)
         self.ev(dev, 0, ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0, t=t)
         if t is None:
@@ -890,11 +898,15 @@ class Engine:
         """
         lim = self.limits[node.dev]
         if bio.rwbs & RWBS_FLUSH and bio.nr > 0 and node.kind in RAID_FLUSH_KINDS:
-            # md_flush_request: an empty REQ_PREFLUSH bio to every member first (6.1: from
-            # md's flush work, the data after they complete, md_submit_flush_data; 7.x:
-            # chained to the bio, submitted inline), then the bio without REQ_PREFLUSH
-            # (REQ_FUA stays: the member's flush machinery, :meth:`mq_submit`)
+            # md_flush_request: an empty REQ_PREFLUSH bio to every member first, then the bio
+            # without REQ_PREFLUSH (REQ_FUA stays: the member's flush machinery,
+            # :meth:`mq_submit`). md_flush=work (<= 6.11): from md's flush work, the data
+            # after they complete (md_submit_flush_data); inline (6.12+): chained to the bio
+            # and submitted at once, their flush requests left to kblockd (run_deferred)
+            if self.policy.md_flush == "inline":
+                self.deferred_flushes = self.kblockd_flushes
             self._flush_members(node, bio.pid, bio.rwbs)
+            self.deferred_flushes = None
             bio.rwbs &= ~RWBS_FLUSH
         if not node.approximates.startswith("dm-") or \
                 bio.op in (OP_DISCARD, OP_SECURE_ERASE, OP_WRITE_ZEROES):
@@ -2321,7 +2333,11 @@ class Engine:
         self.placed += 1
 
     def run_deferred(self) -> None:
-        """kblockd runs the hardware queues :meth:`insert_async` left to it, in queue order."""
+        """kblockd runs the flush requests queued to it, then the hardware queues
+        :meth:`insert_async` left to it, in queue order."""
+        flushes, self.kblockd_flushes = self.kblockd_flushes, []
+        for dev in flushes:
+            self._flush_request(dev, 0)
         runs, self.deferred_runs = self.deferred_runs, []
         for dev in runs:
             self.kick(dev, self.now)
