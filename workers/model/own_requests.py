@@ -42,7 +42,8 @@ def metadata_write_rows(table: EventTable, top_dev: int, *, per_request: bool = 
                          ) -> npt.NDArray[np.intp]:
     """Rows of metadata writes (REQ_META) queued on devices below ``top_dev``: their Q, or on
     a device whose trace shows no such Q (7.x traces md's flush-sequenced superblock write
-    from its insertion on), their I. ``per_request``: the I of every request whose trace
+    from its insertion on: a v1 trace of 6.19+ drops every REQ_FUA bio event, see
+    :func:`untraced_fua_writes`), their I. ``per_request``: the I of every request whose trace
     shows no Q of its own (under a loop device: jbd2's flush-sequenced commit block among its
     traced log-block writes).
 
