@@ -194,9 +194,10 @@ def dispatch_time_of(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArr
     return out
 
 
-#: events that make a request (or put it back for another dispatch): a D with none of them
-#: since the last D or C at its device and sector had no traced bio
-_RQ_BIRTH = (ACT_GETRQ, ACT_INSERT, ACT_FRONTMERGE, ACT_REQUEUE)
+#: events of a traced bio or request at a sector (its Q or A, the request made, front-merged
+#: or put back for another dispatch): a D with none of them since the last D or C at its
+#: device and sector had no traced bio
+_RQ_BIRTH = (ACT_QUEUE, ACT_REMAP, ACT_GETRQ, ACT_INSERT, ACT_FRONTMERGE, ACT_REQUEUE)
 
 
 def untraced_fua_writes(table: EventTable, stack: Stack) -> npt.NDArray[np.int64]:
@@ -218,7 +219,7 @@ def untraced_fua_writes(table: EventTable, stack: Stack) -> npt.NDArray[np.int64
     empty flush on the top device above them.
 
     Such a D (a write with none of :data:`_RQ_BIRTH` at its device and sector since that
-    sector's last D or C) on the top disk, or on a raid0 member (mapped back with
+    sector's last D or C: no Q, A, G, I, F or R) on the top disk, or on a raid0 member (mapped back with
     :func:`raid0_unmap`), is taken as the bio the trace lost: REQ_FUA, the D's flags, and
     REQ_PREFLUSH where the submitter's member flushes above have no top flush. Other stacks
     (raid1/raid10 copies, parity) are left as they are.
@@ -232,8 +233,8 @@ def untraced_fua_writes(table: EventTable, stack: Stack) -> npt.NDArray[np.int64
     devs = np.fromiter(member_of, np.int64)
     act = table.action
     on = np.isin(table.dev, devs)
-    rel = np.flatnonzero(on & (np.isin(act, _RQ_BIRTH) | (act == ACT_ISSUE) |
-                               (act == ACT_COMPLETE)))
+    rel = np.flatnonzero(on & ((np.isin(act, _RQ_BIRTH) & (table.nr_sectors > 0)) |
+                               (act == ACT_ISSUE) | (act == ACT_COMPLETE)))
     if not bool(np.any(act[rel] == ACT_ISSUE)):
         return out
     t = table.time_ns.astype(np.int64)

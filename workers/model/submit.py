@@ -903,7 +903,7 @@ class Engine:
             # :meth:`mq_submit`). md_flush=work (<= 6.11): from md's flush work, the data
             # after they complete (md_submit_flush_data); inline (6.12+): chained to the bio
             # and submitted at once, their flush requests left to kblockd (run_deferred)
-            if self.policy.md_flush == "inline":
+            if self.policy.md_flush == "inline" and not node.approximates:
                 self.deferred_flushes = self.kblockd_flushes
             self._flush_members(node, bio.pid, bio.rwbs)
             self.deferred_flushes = None
@@ -2254,9 +2254,10 @@ class Engine:
             # blk_insert_flush: the pre-flush before the data (REQ_FSEQ_PREFLUSH), the data
             # request without REQ_PREFLUSH (and REQ_FUA on a queue without FUA), a post-flush
             # once it completes (REQ_FSEQ_POSTFLUSH); REQ_NOMERGE_FLAGS: it never merges
-            pre, bio.rwbs, post = flush_sequence(bio.rwbs, write_back(node.limits),
-                                                 supports_fua(node.limits))
-            bio.flags |= F_NOMERGE
+            wc = write_back(node.limits)
+            pre, bio.rwbs, post = flush_sequence(bio.rwbs, wc, supports_fua(node.limits))
+            if wc:  # without a write cache submit_bio_noacct cleared both flags: it may merge
+                bio.flags |= F_NOMERGE
             if pre:
                 self._flush_request(node.dev, bio.pid)
         if self.no_plug:
