@@ -240,35 +240,52 @@ def untraced_fua_writes(table: EventTable, stack: Stack) -> npt.NDArray[np.int64
     t = table.time_ns.astype(np.int64)
     key = table.dev[rel].astype(np.int64) * (1 << 44) + table.sector[rel].astype(np.int64)
     order = np.lexsort((t[rel], key))
-    open_: dict[int, bool] = {}
-    orphans: list[int] = []
-    for r, k in zip(rel[order].tolist(), key[order].tolist()):
-        a = int(act[r])
-        if a == ACT_ISSUE:
-            if not open_.get(k) and table.nr_sectors[r] > 0 and table.rwbs[r] & RWBS_WRITE:
-                orphans.append(r)
-            open_[k] = False
-        elif a == ACT_COMPLETE:
-            open_[k] = False
-        else:
-            open_[k] = True
-    if not orphans:
+    # per device and sector in time order, a D whose previous event there is not one of
+    # _RQ_BIRTH (it is a D or a C, or there is none) had no bio event: columnar, one pass
+    srow, skey = rel[order], key[order]
+    sact = act[srow]
+    born = np.zeros(len(srow), bool)
+    born[1:] = (skey[1:] == skey[:-1]) & np.isin(sact[:-1], _RQ_BIRTH)
+    orphan = (sact == ACT_ISSUE) & ~born & (table.nr_sectors[srow] > 0) & \
+        ((table.rwbs[srow] & RWBS_WRITE) != 0)
+    orphans = srow[orphan]
+    if not len(orphans):
         return out
-    # md_flush_request's empty flushes on the members with no top empty flush above them
+    # md_flush_request's empty flushes on the members with no top flush above them: each
+    # top flush explains, on every member, the first member flush of its submitter at or
+    # after it (per submitter and member in time order, two pointers)
     top_flush = np.flatnonzero((act == ACT_QUEUE) & (table.dev == top.dev) &
                                (table.nr_sectors == 0) & ((table.rwbs & RWBS_FLUSH) != 0))
     mflush = np.flatnonzero((act == ACT_QUEUE) & on & (table.dev != top.dev) &
                             (table.nr_sectors == 0) & ((table.rwbs & RWBS_FLUSH) != 0))
     unexplained = np.ones(len(mflush), bool)
-    for f in top_flush.tolist():
+    by_group: dict[tuple[int, int], list[int]] = {}
+    for j in np.argsort(t[mflush], kind="stable").tolist():
+        by_group.setdefault((int(table.pid[mflush[j]]), int(table.dev[mflush[j]])),
+                            []).append(j)
+    next_of = dict.fromkeys(by_group, 0)
+    for f in top_flush[np.argsort(t[top_flush], kind="stable")].tolist():
         for dev in devs.tolist():
-            c = np.flatnonzero(unexplained & (table.dev[mflush] == dev) &
-                               (table.pid[mflush] == table.pid[f]) & (t[mflush] >= t[f]))
-            if len(c):
-                unexplained[c[0]] = False
+            g = (int(table.pid[f]), dev)
+            js = by_group.get(g)
+            if not js:
+                continue
+            k = next_of[g]
+            while k < len(js) and t[mflush[js[k]]] < t[f]:
+                k += 1  # before this top flush: not its own; stays unexplained
+            if k < len(js):
+                unexplained[js[k]] = False
+                k += 1
+            next_of[g] = k
     spare = mflush[unexplained]
+    # each submitter's spare member flushes in time order: an orphan takes those at or
+    # before its D that no earlier orphan took
+    spare_by_pid: dict[int, list[int]] = {}
+    for r in spare[np.argsort(t[spare], kind="stable")].tolist():
+        spare_by_pid.setdefault(int(table.pid[r]), []).append(r)
+    spare_next = dict.fromkeys(spare_by_pid, 0)
     rows: list[tuple[int, int, int, int, int, int]] = []
-    for r in sorted(orphans, key=lambda x: int(t[x])):
+    for r in orphans[np.argsort(t[orphans], kind="stable")].tolist():
         idx = member_of[int(table.dev[r])]
         sector: int | None = int(table.sector[r])
         if idx >= 0:
@@ -280,11 +297,15 @@ def untraced_fua_writes(table: EventTable, stack: Stack) -> npt.NDArray[np.int64
             continue
         rw = int(table.rwbs[r]) | RWBS_FUA
         first = int(t[r])
-        mine = spare[(table.pid[spare] == table.pid[r]) & (t[spare] <= first)]
-        if len(mine):
+        pid = int(table.pid[r])
+        mine = spare_by_pid.get(pid, [])
+        k0 = k = spare_next.get(pid, 0)
+        while k < len(mine) and t[mine[k]] <= first:
+            k += 1
+        if k > k0:
             rw |= RWBS_FLUSH
-            first = int(t[mine].min())
-            spare = spare[~np.isin(spare, mine)]
+            first = int(t[mine[k0]])
+            spare_next[pid] = k
         rows.append((first - 1, int(table.pid[r]), sector, int(table.nr_sectors[r]), rw,
                      int(table.comm[r])))
     if not rows:
