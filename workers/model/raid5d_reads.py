@@ -32,6 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 from workers.events import (
+    ACT_BACKMERGE,
+    ACT_FRONTMERGE,
     ACT_GETRQ,
     ACT_ISSUE,
     ACT_QUEUE,
@@ -59,7 +61,8 @@ def read_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: S
     """
     if stack is None or not stack.top.failed:
         return None
-    return _plug_sessions(table, q_rows, stack, write=False)
+    got = _plug_sessions(table, q_rows, stack, write=False)
+    return got[0] if got is not None else None
 
 
 def write_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | None
@@ -77,12 +80,39 @@ def write_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: 
     their row. None where the top is not raid4/5/6, times are unknown, or raid5d wrote
     nothing.
     """
-    return _plug_sessions(table, q_rows, stack, write=True)
+    got = _plug_sessions(table, q_rows, stack, write=True)
+    return got[0] if got is not None else None
+
+
+def write_plug_sleeps(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | None
+                      ) -> dict[tuple[int, int], dict[int, int]] | None:
+    """Where raid5d went to sleep inside one of its member writes, by order alone: per
+    (member device, member sector), the occurrence (0-based, among raid5d's writes to that
+    sector) of each write it slept in, with the index of the plug session (as
+    :func:`write_plug_sessions` numbers them) that the write and the rest of its handling
+    went into.
+
+    A member write that does not merge into raid5d's plug is throttled before it gets a
+    request (``blk_mq_submit_bio`` -> ``rq_qos_throttle`` -> wbt's ``rq_qos_wait``: the
+    member has its limit of writes in flight, the requests still in raid5d's plug counted
+    since each passed the throttle), and raid5d sleeps there inside ``ops_run_io``:
+    ``sched_submit_work`` flushes its plug (``blk_flush_plug(plug, true)``, a UT per
+    queue), so the requests queued before the sleep go out, and the bio gets its request
+    (G) after the wake, in the plug the rest of the handling joins. The trace shows it as a
+    raid5d write Q with no G or merge before raid5d's UT. None where raid5d never slept so.
+    """
+    got = _plug_sessions(table, q_rows, stack, write=True, sleeps=True)
+    return got[1] if got is not None and got[1] else None
 
 
 def _plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | None,
-                   *, write: bool) -> dict[int, list[int]] | None:
-    """raid5d's plug sessions per stripe row, of its reads or (``write``) its writes."""
+                   *, write: bool, sleeps: bool = False
+                   ) -> tuple[dict[int, list[int]], dict[tuple[int, int], dict[int, int]]] | None:
+    """raid5d's plug sessions per stripe row, of its reads or (``write``) its writes, and
+    (``sleeps``) the writes raid5d slept in (:func:`write_plug_sleeps`).
+
+    A handling cut by a sleep inside one of its writes counts once, in the session of its
+    first bio: the bios it submits after the wake are the same handling's."""
     if stack is None or stack.top.kind not in RAID456 or not table.time_known:
         return None
     top = stack.top
@@ -94,6 +124,7 @@ def _plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack
     if mine is None:
         return None
     ev = np.flatnonzero(mine & ((act == ACT_QUEUE) | (act == ACT_GETRQ)
+                                | (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)
                                 | (act == ACT_UNPLUG_IO) | (act == ACT_UNPLUG_TIMER)))
     ev = ev[np.argsort(table.time_ns[ev], kind="stable")]
     # dispatch times per (member, sector), whoever dispatched
@@ -105,15 +136,26 @@ def _plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack
     tm = table.time_ns.astype(np.int64)
     q_times = [int(tm[k]) for k in ev.tolist() if act[k] == ACT_QUEUE]
     sessions: dict[int, list[int]] = {}
+    slept: dict[tuple[int, int], dict[int, int]] = {}
+    writes: dict[tuple[int, int], int] = {}  # raid5d's writes per (member, sector) so far
     session = 0
     cut = False
     last_g: tuple[int, int] | None = None
+    # the last write Q with no G or merge on its member yet: (member, sector, occurrence, row)
+    pending: tuple[int, int, int, int] | None = None
+    asleep: tuple[int, int, int, int] | None = None  # the write raid5d slept in
+    woke_row = -1  # the row whose handling raid5d went on with after a sleep
     for k in ev.tolist():
         a = int(act[k])
         t = int(tm[k])
-        if a == ACT_GETRQ:
-            last_g = (int(dev[k]), int(table.sector[k]))
+        if a == ACT_GETRQ or a == ACT_BACKMERGE or a == ACT_FRONTMERGE:
+            if a == ACT_GETRQ:
+                last_g = (int(dev[k]), int(table.sector[k]))
+            if pending is not None and pending[0] == int(dev[k]):
+                pending = None
         elif a == ACT_UNPLUG_IO or a == ACT_UNPLUG_TIMER:
+            if a == ACT_UNPLUG_TIMER and pending is not None and asleep is None:
+                asleep = pending  # rq_qos_throttle's sleep flushed the plug (a UT)
             if last_g is not None and not cut:
                 # the request got last went out before raid5d's next bio: the plug was
                 # emptied (blk_finish_plug, or a sleep), not flushed for a new request
@@ -127,12 +169,29 @@ def _plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack
                 session += 1
                 cut = False
             is_write = bool(table.rwbs[k] & RWBS_WRITE)
-            if is_write == write and (write or table.rwbs[k] & RWBS_READ):
-                row = (int(table.sector[k]) - top.data_offset) // ROW_SECTORS * ROW_SECTORS
+            row = (int(table.sector[k]) - top.data_offset) // ROW_SECTORS * ROW_SECTORS
+            if asleep is not None:
+                # raid5d is back: the bio it slept in and the rest of its handling go into
+                # this session
+                slept.setdefault(asleep[:2], {})[asleep[2]] = session
+                woke_row = asleep[3]
+                asleep = None
+            pending = None
+            if is_write:
+                key = (int(dev[k]), int(table.sector[k]))
+                n = writes.get(key, 0)
+                writes[key] = n + 1
+                pending = (key[0], key[1], n, row)
+            if row != woke_row:
+                woke_row = -1
+            if is_write == write and (write or table.rwbs[k] & RWBS_READ) and \
+                    not (write and row == woke_row):
                 seen = sessions.setdefault(row, [])
                 if not seen or seen[-1] != session:
                     seen.append(session)
-    return sessions or None
+    if not sessions:
+        return None
+    return sessions, (slept if sleeps else {})
 
 
-__all__ = ["read_plug_sessions", "write_plug_sessions"]
+__all__ = ["read_plug_sessions", "write_plug_sessions", "write_plug_sleeps"]

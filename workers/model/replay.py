@@ -90,7 +90,11 @@ from workers.model.own_requests import (
 )
 from workers.model.plug import F_IDLE, F_SYNC, F_UNMERGEABLE, Bio
 from workers.model.policy import Policy, parse_size
-from workers.model.raid5d_reads import read_plug_sessions, write_plug_sessions
+from workers.model.raid5d_reads import (
+    read_plug_sessions,
+    write_plug_sessions,
+    write_plug_sleeps,
+)
 from workers.model.raid5d_runs import (
     ROW_SECTORS,
     Raid5dRuns,
@@ -305,6 +309,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         write_sessions = write_plug_sessions(table, rows, stack)
         if write_sessions is not None:
             meta["raid5d_write_sessions"] = write_sessions
+        write_sleeps = write_plug_sleeps(table, rows, stack)
+        if write_sleeps is not None:
+            meta["raid5d_write_sleeps"] = write_sleeps
     crypt = crypt_write_sessions(table, stack)
     if crypt is not None:
         meta["crypt_write_sessions"] = crypt
@@ -777,6 +784,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         write_sessions = bios.meta.get("raid5d_write_sessions")
         if isinstance(write_sessions, dict):
             eng.r5_write_session = write_sessions
+        write_sleeps = bios.meta.get("raid5d_write_sleeps")
+        if isinstance(write_sleeps, dict):
+            # where raid5d slept inside a member write (Engine._sleep_by_order)
+            eng.r5_write_sleeps = {k: dict(v) for k, v in write_sleeps.items()}
         traced = bios.meta.get("raid5d_runs")
         if isinstance(traced, Raid5dRuns):
             # and which rows each of raid5d's write walks took, in which order (by order

@@ -561,6 +561,12 @@ class Engine:
         #: -> (start of the session it was queued in, when raid5d is back), the bios
         #: raid5d submits until then (stripe, member, op, rwbs) and when that is
         self.r5_sleeps: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        #: the same by order alone, where the replay runs on its own clock
+        #: (:func:`workers.model.raid5d_reads.write_plug_sleeps`): (member dev, sector) ->
+        #: {occurrence of raid5d's write there: the traced plug session after the sleep},
+        #: and how many writes raid5d has submitted to each such sector
+        self.r5_write_sleeps: dict[tuple[int, int], dict[int, int]] = {}
+        self.r5_write_bios: dict[tuple[int, int], int] = {}
         self.r5_asleep_until = -1
         self.r5_asleep: list[tuple[R5Stripe, int, int, int]] = []
         #: counts the stripes that became full-stripe writes (``R5Stripe.filled``)
@@ -1326,13 +1332,19 @@ class Engine:
             ready, self.r5_ready = self.r5_ready, []
             ready.sort(key=lambda sh: (self._raid5d_due(sh), self._traced_rank(sh),
                                        sh.node.dev, sh.msec))
+            waiting = 0
             for sh in ready:
                 if self._raid5d_due(sh) > self.now:
                     self.r5_ready.append(sh)  # raid5d writes it in a later run
                     continue
+                if self._behind_traced_reads(sh):
+                    sh.due = -1  # asked again when raid5d looks next
+                    self.r5_ready.append(sh)  # rows raid5d took first are still reading
+                    waiting += 1
+                    continue
                 sh.due = -1
                 self._reads_back(sh)
-            if all(sh.due > self.now for sh in self.r5_ready):
+            if waiting == len(ready) or all(sh.due > self.now for sh in self.r5_ready):
                 break
         if self.r5_session is None or self.r5_session[1] is not self.plug:
             if not self._hold_raid5d_plug():
@@ -1439,6 +1451,40 @@ class Engine:
         counts[msec] = n + 1
         traced = sessions.get(msec)
         return traced[n] if traced is not None and n < len(traced) else -1
+
+    def _behind_traced_reads(self, sh: R5Stripe) -> bool:
+        """Whether the row ``sh``, its reads back, waits for rows the trace shows raid5d
+        writing before it whose reads are still out (a synchronous writer on the model's own
+        clock: ``r5_handling_rank``, by order alone).
+
+        ``raid5_end_read_request`` releases a row when its last read completes
+        (``raid5_release_stripe`` -> ``conf->released_stripes``); raid5d, still at work on
+        other rows (a flush of its plug, the next rows' reads), takes what came back meanwhile
+        only when it looks again (``release_stripe_list``, then ``handle_active_stripes``
+        from the head of the handle list, at most MAX_STRIPE_BATCH a call, each row's
+        ``handle_stripe`` computing the parity and putting it back at the list's tail for
+        ``ops_run_io``): the rows back by then are written in the handle list's order, not
+        as each read completed (7.2, dd 768k to a degraded 5 x 128k raid5: the rows
+        4504..4552, in raid5d's batch when their reads came back, were written before rows
+        4352..4496). The replay's device model serves the reads one by one, and raid5d,
+        idle on the model's clock, would write each row as it comes back; the trace says
+        the order. A row whose read waits in a plug is not waited for (it comes back only
+        after that plug's flush)."""
+        rank = self._traced_rank(sh)
+        if not self.r5_handling_rank or sh.node is not self.stack.top or rank >= 1 << 40:
+            return False
+        plug = self.plug
+        held = [rq for rq in plug.rqs if rq.op == OP_READ] if plug is not None else []
+        for other in self.r5_reading.values():
+            if other is sh or other.node is not sh.node or other.phase != 1 or \
+                    other.remaining <= 0 or self._traced_rank(other) >= rank:
+                continue
+            at = other.msec + other.node.data_offset
+            devs = {m.dev for m in other.node.members}
+            if any(rq.dev in devs and rq.sector <= at < rq.end for rq in held):
+                continue  # its read waits in raid5d's plug
+            return True
+        return False
 
     def _hold_raid5d_plug(self) -> bool:
         """Keep raid5d's plug open past this run (True) where the trace shows raid5d still in
@@ -1979,6 +2025,8 @@ class Engine:
     def _stripe_bio(self, sh: R5Stripe, i: int, op: int, rwbs: int) -> None:
         node = sh.node
         member = node.members[i]
+        if self.r5_write_sleeps and op == OP_WRITE and node is self.stack.top:
+            self._sleep_by_order(member.dev, sh.msec + node.data_offset)
         if self._raid5d_sleeps(member.dev, sh.msec + node.data_offset):
             # raid5d sleeps inside this bio (or already does): it and the bios after it are
             # submitted when raid5d is back (:meth:`_raid5d_wakes`)
@@ -2009,6 +2057,33 @@ class Engine:
                 heapq.heappush(self.heap, (wake, self.hseq, EV_RAID5D, None))
                 return True
         return False
+
+    def _sleep_by_order(self, dev: int, sector: int) -> None:
+        """raid5d goes to sleep inside its write to ``dev`` at ``sector`` where the trace
+        shows it sleeping in that occurrence of the write (``r5_write_sleeps``; a synchronous
+        writer on the model's own clock, by order alone).
+
+        wbt's ``rq_qos_wait`` (``blk_mq_submit_bio`` -> ``rq_qos_throttle``: the member has
+        its limit of writes in flight, those still in raid5d's plug included) puts raid5d to
+        sleep before the bio gets a request; ``sched_submit_work`` flushes raid5d's plug
+        (``blk_flush_plug(plug, true)``: UT), so what the plug holds goes out, and the bio
+        and the rest of the handling go into the plug after the wake (7.2, dd 768k to a
+        degraded 5 x 128k raid5: member 3's 4472 after 16 requests of raid5d's on the
+        member, 4504+56 and 4352+8 .. 4464+8; rows 4472..4496 then merged as 4472+32 in the
+        new plug). How long raid5d sleeps (until the member's throttled writes complete,
+        ``wbt_rqw_done``) is the model's clock; only where the plug is cut is taken here."""
+        key = (dev, sector)
+        traced = self.r5_write_sleeps.get(key)
+        if traced is None:
+            return
+        n = self.r5_write_bios.get(key, 0)
+        self.r5_write_bios[key] = n + 1
+        after = traced.get(n)
+        if after is None or self.plug is None:
+            return
+        self.plug.flush(True)
+        self.plug = self.make_plug()
+        self.r5_plug_session = after
 
     def _raid5d_wakes(self) -> None:
         """raid5d is back from a sleep inside a member bio: the bios it had still to submit
