@@ -41,7 +41,7 @@ from workers.events import (
     make_dev,
 )
 from workers.model import BioStream, preset_for_kernel, replay
-from workers.model.raid5d_reads import read_plug_sessions, write_plug_sessions
+from workers.model.raid5d_reads import read_plug_sessions, write_plug_sessions, write_plug_sleeps
 from workers.model.raid5d_runs import handling_ranks, raid5d_runs, write_walks
 from workers.model.replay import bios_from_table, md_metadata_rows
 from workers.model.stack import stack_from_spec
@@ -1243,3 +1243,106 @@ def test_a_held_raid5d_plug_goes_out_when_nothing_is_left_to_bring_raid5d_back()
     assert eng.r5_held is None and not plug.rqs
     assert eng.inflight[m0] == 1  # dispatched to the member
     assert not eng.release_held_plug()
+
+
+# --- rows back from their reads, taken in the trace's order; raid5d asleep in a write, by order ---
+def _rows_back_out_of_order_trace(sleep: bool) -> list[Event]:
+    """A direct-I/O writer writes a 4 x 128k raid5 from md0 sector 8 to sector 896, one bio:
+    stripe 0's rows 8..248 whole, its row 0 without member 0's block, and the first 16 rows
+    of stripe 1 on member 3 (256..376; members 0 and 1 left alone, parity on member 2).
+    raid5d writes rows 8..248 as one batch (248-sector requests, under BLK_PLUG_FLUSH_SIZE:
+    they stay in its plug), reads for row 0 and rows 256..376 (a reconstruct-write: members
+    1 and 0, each read a request of its own behind the batch's), and once the reads are back
+    writes row 0, then rows 320..376, then rows 256..312 (member 3, the parity on member 2),
+    all in one plug session: the rows' reads came back while raid5d was at work, and it took
+    them from its handle list in that order. ``sleep``: raid5d sleeps inside row 288's write
+    of member 3 (a Q with no G before its UT: wbt's ``rq_qos_wait``); the bio gets its
+    request after the wake, and rows 296..312 merge with it in the new plug."""
+    w = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 8, 888, rwbs=w)
+    t = 100
+    for m in (3, 2, 1, 0):
+        for r in range(1, 32):
+            ev += _r5d(t, m, 8 * r, getrq=r == 1)
+            t += 10
+    ev += _r5d(t, 0, 0, read=True)
+    t += 10
+    for r in range(16):
+        ev += _r5d(t, 1, 256 + 8 * r, read=True) + _r5d(t + 5, 0, 256 + 8 * r, read=True)
+        t += 10
+    t += 1000
+    ev += _r5d(t, 3, 0) + _r5d(t + 3, 2, 0) + _r5d(t + 6, 1, 0)
+    t += 10
+    for r in list(range(8, 16)) + list(range(8)):
+        row = 256 + 8 * r
+        if sleep and row == 288:
+            ev += [(t, RAID5D, MEMBERS[3], ACT_REMAP, row, 8, w, MD),
+                   (t + 1, RAID5D, MEMBERS[3], ACT_QUEUE, row, 8, w, 0)]
+            for k, m in enumerate((3, 2, 1, 0)):
+                ev += _u(t + 10 + k, RAID5D, MEMBERS[m], ACT_UNPLUG_TIMER)
+            ev += [(t + 20, RAID5D, MEMBERS[2], ACT_ISSUE, 280, 8, w, 0)]
+            t += 100_000
+            ev += [(t, RAID5D, MEMBERS[3], ACT_GETRQ, row, 8, w, 0)]
+            ev += _r5d(t + 5, 2, row)
+        else:
+            after = sleep and row > 288
+            ev += _r5d(t, 3, row, getrq=not after) + _r5d(t + 5, 2, row, getrq=not after)
+        t += 10
+    ev += _u(t + 1000, RAID5D, MEMBERS[3])
+    return ev
+
+
+def _rows_back_replay(sleep: bool, drop: tuple[str, ...] = ()) -> EventTable:
+    stack = stack_from_spec("raid5:disks=4,chunk=128k")
+    bios = bios_from_table(_table(_rows_back_out_of_order_trace(sleep)), MD, stack=stack)
+    bios = dataclasses.replace(bios, depth=1,
+                               meta={k: v for k, v in bios.meta.items() if k not in drop})
+    return replay(bios, stack, preset_for_kernel("7.2"), engine="python")
+
+
+def test_rows_whose_reads_are_back_are_written_in_the_trace_s_order():
+    """7.2 ``r5_d5_c128_degraded_ddw768k``: ``raid5_end_read_request`` releases each row as
+    its last read completes (``raid5_release_stripe`` -> ``conf->released_stripes``), and
+    raid5d, still at work, takes what came back only when it looks again
+    (``release_stripe_list``, ``handle_active_stripes`` from the handle list's head): the
+    trace wrote rows 320..376 before rows 256..312. The replay's device model serves the
+    reads one by one, and its raid5d wrote each row as it came back, in row order; a row
+    now waits for the rows the trace wrote before it whose reads are still out."""
+    def member3(out: EventTable) -> list[int]:
+        return [s for _, m, s, _n, r in _member(out, ACT_QUEUE)
+                if m == 3 and r & RWBS_WRITE and s >= 256]
+
+    assert member3(_rows_back_replay(False)) == [256 + 8 * r for r in list(range(8, 16))
+                                                 + list(range(8))]
+
+
+def test_write_plug_sleeps_find_the_write_raid5d_slept_in_by_order():
+    """Member 3's first write of row 288 has no G before raid5d's UT: raid5d slept inside it
+    (``rq_qos_throttle``), and it went into the session after the sleep. The row's handling,
+    cut by the sleep, counts once, in the session of its first bio; rows 296..312 are
+    written in the next."""
+    stack = stack_from_spec("raid5:disks=4,chunk=128k")
+    table = _table(_rows_back_out_of_order_trace(True))
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    assert write_plug_sleeps(table, q, stack) == {(MEMBERS[3], 288): {0: 1}}
+    sessions = write_plug_sessions(table, q, stack)
+    assert sessions is not None
+    assert sessions[288] == [0] and sessions[296] == [1] and sessions[280] == [0]
+    plain = _table(_rows_back_out_of_order_trace(False))
+    assert write_plug_sleeps(plain, q, stack) is None
+
+
+def test_raid5d_asleep_in_a_write_by_order_cuts_its_plug_inside_the_row():
+    """The sleep flushes raid5d's plug (``sched_submit_work``: UT), so rows 320..376 and
+    256..280 go out each alone (7.x's FIFO plug: member 3's oldest request is row 0's
+    parity), and row 288's member 3 bio gets its request in the plug after the wake, where
+    rows 296..312 merge with it: 288+32. Without the sleep the plug went on to the session's
+    end and row 288 was written alone."""
+    def member3(out: EventTable) -> list[tuple[int, int]]:
+        return [(s, n) for _, m, s, n, r in _member(out, ACT_ISSUE)
+                if m == 3 and r & RWBS_WRITE and s >= 256]
+
+    alone = [(256 + 8 * r, 8) for r in list(range(8, 16)) + list(range(4))]
+    assert member3(_rows_back_replay(True)) == alone + [(288, 32)]
+    assert member3(_rows_back_replay(True, ("raid5d_write_sleeps",)))[:len(alone) + 1] == \
+        alone + [(288, 8)]
