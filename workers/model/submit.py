@@ -1464,9 +1464,9 @@ class Engine:
         from the head of the handle list, at most MAX_STRIPE_BATCH a call, each row's
         ``handle_stripe`` computing the parity and putting it back at the list's tail for
         ``ops_run_io``): the rows back by then are written in the handle list's order, not
-        as each read completed (7.2, dd 768k to a degraded 5 x 128k raid5: the rows
-        4504..4552, in raid5d's batch when their reads came back, were written before rows
-        4352..4496). The replay's device model serves the reads one by one, and raid5d,
+        as each read completed (7.2, dd 768k to a degraded 5 x 128k raid5: rows 4504..4552,
+        by the trace in raid5d's batch of 8 when their reads came back, were written before
+        rows 4352..4496). The replay's device model serves the reads one by one, and raid5d,
         idle on the model's clock, would write each row as it comes back; the trace says
         the order. A row whose read waits in a plug is not waited for (it comes back only
         after that plug's flush)."""
