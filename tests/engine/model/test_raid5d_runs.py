@@ -1137,6 +1137,22 @@ def test_a_write_that_came_during_the_dirty_marking_update_reaches_raid5_after_i
     assert got[128] == 19_500_000
 
 
+def test_an_update_after_the_array_s_writes_reached_the_members_holds_no_write_back():
+    """The same trace, but raid5d wrote row 8 onto the members (A from md0) at 0.3 ms, before
+    the superblock writes began: ``md_write_start`` had let writes through (the array was
+    dirty already), so the update is a later one (the clean-marking update of
+    ``md_check_recovery`` once writes went idle) and ``sync``'s bio keeps its own time
+    (6.17 r5_d4_c128_writeback_24M: every write had been moved behind the update at 596 ms)."""
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    ev = _dirty_marking_trace()
+    for k, m in enumerate([3, 2, 1, 0]):
+        ev += _r5d(300_000 + 10 * k, m, 8)
+    bios = bios_from_table(_table(sorted(ev)), MD, stack=stack)
+    got = dict(zip(bios.sector.tolist(), bios.time_ns.tolist(), strict=True))
+    assert got[0] == 600_000
+    assert got[8] == 0
+
+
 # --- raid5d's plug held while a reconstruct-write's reads are in flight -----------------------
 def _rcw_in_one_session_trace(cut: bool) -> list[Event]:
     """A direct-I/O writer writes a 4 x 128k raid5 from md0 sector 8 to the end of member 3's
