@@ -284,14 +284,15 @@ def untraced_fua_writes(table: EventTable, stack: Stack) -> npt.NDArray[np.int64
     for r in spare[np.argsort(t[spare], kind="stable")].tolist():
         spare_by_pid.setdefault(int(table.pid[r]), []).append(r)
     spare_next = dict.fromkeys(spare_by_pid, 0)
+    sizes = [top.member_size(i) for i in range(len(top.members))] if top.kind == "raid0" \
+        else []
     rows: list[tuple[int, int, int, int, int, int]] = []
     for r in orphans[np.argsort(t[orphans], kind="stable")].tolist():
         idx = member_of[int(table.dev[r])]
         sector: int | None = int(table.sector[r])
         if idx >= 0:
             msec = int(table.sector[r]) - top.data_offset
-            sector = raid0_unmap(idx, msec, top.chunk_sectors,
-                                 [top.member_size(i) for i in range(len(top.members))],
+            sector = raid0_unmap(idx, msec, top.chunk_sectors, sizes,
                                  top.layout or "orig") if msec >= 0 else None
         if sector is None:
             continue

@@ -406,8 +406,9 @@ def _after_md_write_start(table: EventTable, rows: npt.NDArray[np.intp],
     t_meta = int(tm[meta_q].min())
     if t_meta < t_first:
         return t  # an update before any write: not the one a write waits for
-    if bool(np.any(on_member & (act == ACT_REMAP) & (table.aux2.astype(np.int64) == top_dev)
-                   & (tm > t_first) & (tm < t_meta))):
+    # the array's bios remapped onto the members (A from the array)
+    from_top = on_member & (act == ACT_REMAP) & (table.aux2.astype(np.int64) == top_dev)
+    if bool(np.any(from_top & (tm > t_first) & (tm < t_meta))):
         # the array's writes reached the members before the update began: md_write_start
         # let them through (the array was dirty already, mddev->in_sync == 0), so this
         # update is a later one (the clean-marking update once writes went idle,
@@ -415,8 +416,7 @@ def _after_md_write_start(table: EventTable, rows: npt.NDArray[np.intp],
         return t
     # the update's end: its last REQ_META completion before the array's first bio reached
     # the members (an A from the array: raid5d handles rows only once writes were added)
-    remap = on_member & (act == ACT_REMAP) & (table.aux2.astype(np.int64) == top_dev) & \
-        (tm > t_meta)
+    remap = from_top & (tm > t_meta)
     limit = int(tm[remap].min()) if bool(np.any(remap)) else int(tm.max()) + 1
     done = on_member & (act == ACT_COMPLETE) & ((table.rwbs & RWBS_META) != 0) & \
         (tm >= t_meta) & (tm < limit)

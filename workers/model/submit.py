@@ -1473,18 +1473,27 @@ class Engine:
         rank = self._traced_rank(sh)
         if not self.r5_handling_rank or sh.node is not self.stack.top or rank >= 1 << 40:
             return False
-        plug = self.plug
-        held = [rq for rq in plug.rqs if rq.op == OP_READ] if plug is not None else []
+        held = self._plugged_reads()
         for other in self.r5_reading.values():
             if other is sh or other.node is not sh.node or other.phase != 1 or \
                     other.remaining <= 0 or self._traced_rank(other) >= rank:
                 continue
-            at = other.msec + other.node.data_offset
-            devs = {m.dev for m in other.node.members}
-            if any(rq.dev in devs and rq.sector <= at < rq.end for rq in held):
-                continue  # its read waits in raid5d's plug
-            return True
+            if not self._read_in(other, held):  # else its read waits in raid5d's plug
+                return True
         return False
+
+    def _plugged_reads(self) -> list[Request]:
+        """The read requests in the current plug (raid5d's, where this is asked)."""
+        plug = self.plug
+        return [rq for rq in plug.rqs if rq.op == OP_READ] if plug is not None else []
+
+    @staticmethod
+    def _read_in(sh: R5Stripe, reads: list[Request]) -> bool:
+        """Whether one of ``reads`` (requests still in a plug) holds the row ``sh``'s read
+        on one of its members: that row cannot come back before the plug's flush."""
+        at = sh.msec + sh.node.data_offset
+        devs = {m.dev for m in sh.node.members}
+        return any(rq.dev in devs and rq.sector <= at < rq.end for rq in reads)
 
     def _hold_raid5d_plug(self) -> bool:
         """Keep raid5d's plug open past this run (True) where the trace shows raid5d still in
@@ -1513,13 +1522,10 @@ class Engine:
         plug = self.plug
         if k < 0 or not self.r5_write_session or plug is None or not plug.rqs:
             return False
-        held_reads = [rq for rq in plug.rqs if rq.op == OP_READ]
+        held_reads = self._plugged_reads()
         for (_dev, msec), sh in self.r5_reading.items():
-            if sh.node is not self.stack.top:
-                continue
-            at = msec + sh.node.data_offset
-            if any(rq.sector <= at < rq.end for rq in held_reads):
-                continue  # its read waits in this plug: it cannot come back before the flush
+            if sh.node is not self.stack.top or self._read_in(sh, held_reads):
+                continue  # (its read waits in this plug: it cannot come back before the flush)
             n = self.r5_write_count.get(msec, 0)
             traced = self.r5_write_session.get(msec)
             if traced is not None and n < len(traced) and traced[n] == k:
