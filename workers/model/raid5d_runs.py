@@ -82,9 +82,9 @@ class Raid5dRuns:
     #: delayed ones (not STRIPE_PREREAD_ACTIVE) with no I/O to show them
     dirtied: dict[int, list[int]] = field(default_factory=dict)
     #: raid5d asleep inside one of its member bios: (start of the plug session the bio
-    #: was queued in, its member device, its member sector, when raid5d is back: the first
-    #: bio of its next session); see :func:`_inside_sleeps`
-    sleeps: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: was queued in, its member device, its member sector, whether it writes, when raid5d
+    #: is back: the bio's G, which starts its next session); see :func:`_inside_sleeps`
+    sleeps: list[tuple[int, int, int, bool, int]] = field(default_factory=list)
     #: stripe row -> for each of its handlings, whether ``ops_run_io`` wrote the next row
     #: in the same walk (one stripe batch: the next row's bio on a member right after this
     #: row's, before the next member's); see :func:`raid5d_runs`
@@ -137,8 +137,8 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
         return None
     tm = table.time_ns.astype(np.int64)
     _, sessions = _sessions(table, mine, q)
-    sleeps = [(s0 - t0, d, sec, wake - t0)
-              for s0, d, sec, wake in _inside_sleeps(table, mine, sessions)]
+    sleeps = [(s0 - t0, d, sec, w, wake - t0)
+              for s0, d, sec, w, wake in _inside_sleeps(table, mine, sessions)]
     row = (table.sector[q].astype(np.int64) - top.data_offset) // ROW_SECTORS * ROW_SECTORS
     member = dev[q]
     read = (table.rwbs[q].astype(np.int64) & RWBS_READ) != 0
@@ -229,7 +229,7 @@ def handling_ranks(runs: Raid5dRuns) -> dict[int, list[int]]:
 
 
 def _inside_sleeps(table: EventTable, mine: npt.NDArray[np.bool_],
-                   sessions: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+                   sessions: list[tuple[int, int]]) -> list[tuple[int, int, int, bool, int]]:
     """Where raid5d went to sleep inside one of its member bios, holding its plug.
 
     The Q of a bio is traced before the bio gets a request (``submit_bio_noacct_nocheck``
@@ -240,23 +240,33 @@ def _inside_sleeps(table: EventTable, mine: npt.NDArray[np.bool_],
     and the bio's G comes only when a completion lets it in. raid5d sleeps in
     ``ops_run_io`` with the rest of the handling (the next members of the row, or the
     batch's) still to submit: they follow the bio after the wake, into the same plug
-    session. Returns (start of the session whose UT it is, member device, member sector,
-    the first raid5d bio after the sleep) per sleep, in time order.
+    session. raid5d is back when the bio gets its request (its G, ``rq_qos_wait`` returning
+    in ``blk_mq_submit_bio``), not at its next bio: where the handling had nothing after the
+    bio, the next bio may come much later with other work (6.16, writeback to a 6 x 64k
+    raid5: asleep in member 3's write of sector 8192 at 79.2 ms, its G at 82.3 ms, the
+    next bio at 113.3 ms); without a G before the next bio, that bio is the wake. Returns
+    (start of the session whose UT it is, member device, member sector, whether the bio
+    writes, when raid5d is back) per sleep, in time order.
     """
     ev, a, t, dv, sec, nr = _plug_events(table, mine, (ACT_UNPLUG_TIMER,))
-    starts = [s0 for s0, _ in sessions]
+    wr = ((table.rwbs[ev].astype(np.int64) & RWBS_WRITE) != 0).tolist()
+    starts = set(s0 for s0, _ in sessions)
     ends = {e: s0 for s0, e in sessions}
-    out: list[tuple[int, int, int, int]] = []
+    out: list[tuple[int, int, int, bool, int]] = []
     pending = -1  # the last Q with no G or merge yet
     slept = -1  # that Q, once a UT came while it was pending
     ut = -1
+
+    def back(at: int) -> None:
+        # raid5d is back at ``at``, which starts its next session (:func:`_sessions`)
+        s0 = ends.get(ut, -1)
+        if s0 >= 0 and at in starts:
+            out.append((s0, dv[slept], sec[slept], wr[slept], at))
+
     for k in range(len(a)):
         if a[k] == ACT_QUEUE and nr[k] > 0:
             if slept >= 0:
-                # raid5d is back: the first bio after the sleep starts the next session
-                s0 = ends.get(ut, -1)
-                if s0 >= 0 and t[k] in starts:
-                    out.append((s0, dv[slept], sec[slept], t[k]))
+                back(t[k])  # no G seen for the bio: the next bio is the wake
                 slept = -1
             pending = k
         elif a[k] == ACT_UNPLUG_TIMER:
@@ -264,8 +274,9 @@ def _inside_sleeps(table: EventTable, mine: npt.NDArray[np.bool_],
                 slept, ut = pending, t[k]
         elif pending >= 0 and dv[k] == dv[pending]:
             pending = -1  # the bio got its request (G) or merged
-            if slept >= 0 and a[k] != ACT_GETRQ:
-                slept = -1
+            if slept >= 0 and a[k] == ACT_GETRQ:
+                back(t[k])
+            slept = -1
     return out
 
 
@@ -360,6 +371,10 @@ def _sessions(table: EventTable, mine: npt.NDArray[np.bool_], q: npt.NDArray[np.
         ak = a[k]
         if ak == ACT_GETRQ:
             last_g = k
+            if start < 0:
+                # the G of a bio raid5d slept inside (its Q before the UT that ended the
+                # session, :func:`_inside_sleeps`): back, it starts the next session
+                start = t[k]
             could_flush = len(rqs) >= (2 * _PLUG_MAX_RQ if len(queues) > 1 else _PLUG_MAX_RQ) \
                 or any(r[2] - r[1] >= _PLUG_FLUSH_SECTORS for r in rqs)
             rqs.append([dv[k], sec[k], sec[k] + nr[k], wr[k]])

@@ -809,8 +809,9 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         eng.r5_session_end = list(runs.session_end)
         eng.r5_dirtied = dict(runs.dirtied)
         eng.r5_linked = dict(runs.linked)
-        for s0, sleep_dev, sleep_sector, wake in runs.sleeps:
-            eng.r5_sleeps.setdefault((sleep_dev, sleep_sector), []).append((s0, wake))
+        for s0, sleep_dev, sleep_sector, sleep_write, wake in runs.sleeps:
+            eng.r5_sleeps.setdefault((sleep_dev, sleep_sector, sleep_write), []).append(
+                (s0, wake))
     crypt = bios.meta.get("crypt_write_sessions")
     if isinstance(crypt, dict):
         # dm-crypt's write thread: which pieces it submitted under one plug, in what order

@@ -557,10 +557,10 @@ class Engine:
         self.r5_session_start: list[int] = []
         self.r5_session_end: list[int] = []
         self.r5_session: tuple[int, Plug] | None = None
-        #: raid5d asleep inside a member bio (``Raid5dRuns.sleeps``): (member dev, sector)
-        #: -> (start of the session it was queued in, when raid5d is back), the bios
+        #: raid5d asleep inside a member bio (``Raid5dRuns.sleeps``): (member dev, sector,
+        #: write) -> (start of the session it was queued in, when raid5d is back), the bios
         #: raid5d submits until then (stripe, member, op, rwbs) and when that is
-        self.r5_sleeps: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        self.r5_sleeps: dict[tuple[int, int, bool], list[tuple[int, int]]] = {}
         #: the same by order alone, where the replay runs on its own clock
         #: (:func:`workers.model.raid5d_reads.write_plug_sleeps`): (member dev, sector) ->
         #: {occurrence of raid5d's write there: the traced plug session after the sleep},
@@ -2033,7 +2033,7 @@ class Engine:
         member = node.members[i]
         if self.r5_write_sleeps and op == OP_WRITE and node is self.stack.top:
             self._sleep_by_order(member.dev, sh.msec + node.data_offset)
-        if self._raid5d_sleeps(member.dev, sh.msec + node.data_offset):
+        if self._raid5d_sleeps(member.dev, sh.msec + node.data_offset, op == OP_WRITE):
             # raid5d sleeps inside this bio (or already does): it and the bios after it are
             # submitted when raid5d is back (:meth:`_raid5d_wakes`)
             sh.remaining += 1
@@ -2042,8 +2042,10 @@ class Engine:
             return
         self._submit_stripe_bio(sh, i, op, rwbs)
 
-    def _raid5d_sleeps(self, dev: int, sector: int) -> bool:
-        """Whether raid5d's member bio to ``dev`` at ``sector``, submitted now, waits for
+    def _raid5d_sleeps(self, dev: int, sector: int, write: bool) -> bool:
+        """Whether raid5d's member bio to ``dev`` at ``sector`` (a write or a read: raid5d's
+        rmw read of a block and its write of it may come in one session; wbt throttles the
+        write), submitted now, waits for
         raid5d to wake: it is asleep already, or the trace shows it going to sleep inside
         this bio (``Raid5dRuns.sleeps``: a member that has its limit of buffered writes in
         flight throttles the bio in ``rq_qos_throttle`` before it gets a request, wbt's
@@ -2052,7 +2054,7 @@ class Engine:
         raid5d would do, come after the wake, into its next plug session."""
         if self.now < self.r5_asleep_until:
             return True
-        traced = self.r5_sleeps.get((dev, sector))
+        traced = self.r5_sleeps.get((dev, sector, write))
         if not traced:
             return False
         for k, (start, wake) in enumerate(traced):

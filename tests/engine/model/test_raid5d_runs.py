@@ -888,13 +888,14 @@ def _sleep_inside_trace() -> list[Event]:
 
 def test_raid5d_runs_find_raid5d_asleep_inside_a_member_bio():
     """The Q of member 1's bio has no G or merge before raid5d's UT: raid5d slept inside it
-    (the Q is traced before ``rq_qos_throttle``); raid5d is back with the next session."""
+    (the Q is traced before ``rq_qos_throttle``); raid5d is back when the bio gets its
+    request (G), which starts its next session."""
     table = _table(_sleep_inside_trace())
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
     runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 0)
     assert runs is not None
-    assert runs.session_start == [100_001, 1_010_001]
-    assert runs.sleeps == [(100_001, MEMBERS[1], 0, 1_010_001)]
+    assert runs.session_start == [100_001, 1_000_000]  # back at the bio's G
+    assert runs.sleeps == [(100_001, MEMBERS[1], 0, True, 1_000_000)]
     # a UT after a bio that got its request is a sleep between bios: nothing is held back
     assert raid5d_runs(_table(_raid5d_trace()), np.flatnonzero(
         (_table(_raid5d_trace()).action == ACT_QUEUE) & (_table(_raid5d_trace()).dev == MD)),
@@ -911,6 +912,48 @@ def test_raid5d_asleep_inside_a_member_bio_submits_the_rest_of_the_handling_afte
     assert sorted((m, s, n) for t, m, s, n in d if t < 1_000_000) == [(2, 0, 8), (3, 0, 8)]
     assert sorted((m, s, n) for t, m, s, n in d if t >= 1_000_000) == [
         (0, 0, 16), (1, 0, 16), (2, 8, 8), (3, 8, 8)]
+
+
+def _sleep_in_last_write_trace() -> list[Event]:
+    """raid5 5 x 64k, row 0's member 0 block alone (read-modify-write): raid5d reads member
+    0 and the parity (member 4) and, in the same plug session, writes them; it sleeps inside
+    member 0's write, the last bio of the handling (UT at 0.32 ms), which gets its request
+    at 1 ms; ``blk_finish_plug`` at 1.1 ms. raid5d's next work comes at 5 ms."""
+    ws = RWBS_WRITE | RWBS_SYNC
+    ev = _q(0, 1, 0) + _u(10, 1)
+    ev += _r5d(100_000, 4, 0, read=True) + _r5d(101_000, 0, 0, read=True)
+    ev += _r5d(300_000, 4, 0) + _r5d(310_000, 0, 0, getrq=False)
+    ev += _u(320_000, RAID5D, MEMBERS[4], ACT_UNPLUG_TIMER)
+    ev += [(1_000_000, RAID5D, MEMBERS[0], ACT_GETRQ, 0, 8, ws, 0)]
+    ev += _u(1_100_000, RAID5D, MEMBERS[0])
+    ev += _q(5_000_000, 1, 2048) + _u(5_000_010, 1)
+    return ev
+
+
+def test_raid5d_runs_take_raid5d_back_at_the_g_of_the_bio_it_slept_in():
+    """No bio of raid5d follows the sleep until other work at 5 ms: raid5d was back at the
+    slept bio's G (1 ms), and the session after the sleep is that bio's (1 .. 1.1 ms). The
+    sleep is in member 0's write, not its read of the same sector."""
+    table = _table(_sleep_in_last_write_trace())
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=5,chunk=64k"), 0)
+    assert runs is not None
+    assert runs.sleeps == [(100_001, MEMBERS[0], 0, True, 1_000_000)]
+    assert list(zip(runs.session_start, runs.session_end)) == [
+        (100_001, 320_000), (1_000_000, 1_100_000)]
+
+
+def test_raid5d_asleep_in_its_last_write_is_back_at_the_bio_s_g_and_reads_do_not_sleep():
+    """Member 0's write goes out with the plug of raid5d's session after the wake (1.1 ms),
+    not at raid5d's next work (the trace's next raid5d bio); member 0's read, the same
+    device and sector earlier in the session, went out with the UT: raid5d did not sleep in
+    it (6.16, writeback to a 6 x 64k raid5: the rows of 15 chunk-stripes waited 34 ms for a
+    sleep matched to the read)."""
+    out = _replay(_sleep_in_last_write_trace(), "raid5:disks=5,chunk=64k")
+    d = sorted((t, m, s, bool(r & RWBS_WRITE)) for t, m, s, n, r in _member(out, ACT_ISSUE)
+               if s == 0)
+    assert (1_100_000, 0, 0, True) in d
+    assert [t for t, m, s, w in d if m == 0 and not w] == [320_000]
 
 
 # --- a batch ends where the trace's ops_run_io walk ended -----------------------------------------
