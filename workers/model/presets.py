@@ -22,10 +22,27 @@ from workers.model.policy import Policy
 Version = tuple[int, int, int]
 
 #: Debian ABI names that hide the stable version: (major, minor, abi) -> sublevel.
-#: "6.1.0-57-amd64" is 6.1.192 (kernel-model.md section 7; the samples' uname.txt).
+#: "6.1.0-57-amd64" is 6.1.192 (kernel-model.md section 7; the samples' uname.txt). The rest
+#: are the package versions of bookworm's ``linux-image-6.1.0-NN-amd64`` (``apt-cache show``,
+#: Version: 6.1.170-3 for -47, ...; every 6.1 ABI the archive offers on 2026-12-03). Debian
+#: raises the ABI number with each new upload, so an ABI between two known ones is at least
+#: the lower one's sublevel (:func:`debian_abi_sublevel`).
 DEBIAN_ABI: dict[tuple[int, int, int], int] = {
+    (6, 1, 47): 170, (6, 1, 48): 172, (6, 1, 49): 174, (6, 1, 50): 176, (6, 1, 51): 177,
+    (6, 1, 52): 180, (6, 1, 53): 187, (6, 1, 54): 190, (6, 1, 55): 192, (6, 1, 56): 192,
     (6, 1, 57): 192,
 }
+
+
+def debian_abi_sublevel(major: int, minor: int, abi: int) -> tuple[int, bool]:
+    """The stable sublevel of Debian's ``MAJOR.MINOR.0-ABI`` kernel and whether it is exact:
+    the table's entry, else the sublevel of the nearest lower ABI the table knows (a lower
+    bound: the ABI only grows with new uploads), else 0 (unknown)."""
+    exact = DEBIAN_ABI.get((major, minor, abi))
+    if exact is not None:
+        return exact, True
+    lower = [k[2] for k in DEBIAN_ABI if k[:2] == (major, minor) and k[2] < abi]
+    return (DEBIAN_ABI[(major, minor, max(lower))], False) if lower else (0, False)
 
 #: Change points: (first version, changes, source). Applied in order on top of the oldest.
 CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
@@ -116,7 +133,7 @@ def parse_kernel_version(text: str) -> Version:
     abi = m.group(4)
     if sub == 0 and abi is not None and m.group(3) is not None:
         # Debian ABI spelling "6.1.0-57-amd64": the stable sublevel is not in the string.
-        sub = DEBIAN_ABI.get((major, minor, int(abi)), 0)
+        sub = debian_abi_sublevel(major, minor, int(abi))[0]
     return major, minor, sub
 
 
@@ -146,10 +163,16 @@ def kernel_version_warnings(text: str) -> list[str]:
     if re.search(r"\.el\d+", s):
         out.append(f"{s!r} is a RHEL-style kernel: its backports are not in the preset table; "
                    f"modelled as upstream {label}")
-    elif m and version[2] == 0 and "Debian" not in s:
-        out.append(f"{s!r} names a distribution ABI, not a stable version: the sublevel is "
-                   f"unknown, modelled as {label} (stable backports inside "
-                   f"{version[0]}.{version[1]} may differ)")
+    elif m and "Debian" not in s and not debian_abi_sublevel(
+            int(m.group(1)), int(m.group(2)), int(m.group(3)))[1]:
+        if version[2] == 0:
+            out.append(f"{s!r} names a distribution ABI, not a stable version: the sublevel "
+                       f"is unknown, modelled as {label} (stable backports inside "
+                       f"{version[0]}.{version[1]} may differ)")
+        else:
+            out.append(f"{s!r} names a Debian ABI the preset table does not list: modelled as "
+                       f"{label}, the sublevel of the nearest older ABI it knows (the real "
+                       "one may be newer)")
     oldest = CHANGES[0][0]
     if version < oldest:
         out.append(f"{label} is older than the oldest preset ({'.'.join(map(str, oldest))}): "

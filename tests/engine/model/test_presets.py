@@ -49,6 +49,30 @@ def test_backport_and_newer_than_newest():
     assert preset_for_kernel("6.1.0-57-amd64").name == "linux-6.1.192"
 
 
+@pytest.mark.parametrize("abi,sublevel", [(47, 170), (50, 176), (53, 187), (56, 192)])
+def test_every_bookworm_6_1_abi_the_archive_offers_is_its_stable_version(abi, sublevel):
+    """bookworm's 6.1.0-47 .. 6.1.0-57 are 6.1.170 .. 6.1.192 (their package versions), not
+    6.1.0: a capture from any of them keeps the 6.1.53 backport of 319ff40a5427 (raid0 maps
+    both parts of a split bio), and no guess is reported."""
+    from workers.model.presets import kernel_version_warnings
+
+    text = f"6.1.0-{abi}-amd64"
+    assert parse_kernel_version(text) == (6, 1, sublevel)
+    assert preset_for_kernel(text).raid0_split == "map_both"
+    assert kernel_version_warnings(text) == []
+
+
+def test_an_unlisted_debian_abi_takes_the_nearest_older_one_and_says_so():
+    """An ABI above the newest listed is at least that one's sublevel (Debian's ABI number
+    only grows); one below every listed ABI stays unknown (6.1.0)."""
+    from workers.model.presets import kernel_version_warnings
+
+    assert parse_kernel_version("6.1.0-60-amd64") == (6, 1, 192)
+    assert "nearest older ABI" in kernel_version_warnings("6.1.0-60-amd64")[0]
+    assert parse_kernel_version("6.1.0-20-amd64") == (6, 1, 0)
+    assert "distribution ABI" in kernel_version_warnings("6.1.0-20-amd64")[0]
+
+
 @pytest.mark.parametrize("text,needle", [
     ("6.12.0-31-amd64", "distribution ABI"),
     ("5.14.0-427.13.1.el9_4.x86_64", "RHEL-style"),
