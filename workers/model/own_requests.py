@@ -194,6 +194,56 @@ def dispatch_time_of(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArr
     return out
 
 
+
+def flush_kick_times(table: EventTable, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+    """When kblockd was asked to run each step of each flush-sequenced write in ``rows`` (md's
+    superblock writes: their Q, or their I), as columns ``[insert, pre-flush done, data done]``
+    (trace ns; -1 where the trace does not show it).
+
+    ``blk_insert_flush`` queues a REQ_PREFLUSH | REQ_FUA write's steps on its queue's requeue
+    list and each step kicks the queue's ``requeue_work`` on kblockd
+    (``blk_flush_queue_rq`` / ``blk_kick_flush`` -> ``blk_mq_add_to_requeue_list`` ->
+    ``blk_mq_kick_requeue_list``): the pre-flush when the request is inserted (just after its
+    G: the request exists before ``blk_mq_submit_bio`` hands it to the flush machinery), the
+    data when the pre-flush completes (``flush_end_io`` -> ``blk_flush_complete_seq``), the
+    post-flush when the data completes (``mq_flush_data_end_io``). The completions are the
+    device's service, which under emulation is the host's (see :func:`traced_service`
+    in :mod:`workers.model.replay`): the trace's C. The data request is the D of the same
+    device, sector and size nearest after the insertion; the pre-flush's completion is the
+    last flush completion on its device between the insertion and that D, the data's the
+    first C of the request after it.
+    """
+    t = table.time_ns.astype(np.int64)
+    act = table.action
+    dev = table.dev.astype(np.int64)
+    sec = table.sector.astype(np.int64)
+    nr = table.nr_sectors.astype(np.int64)
+    out = np.full((3, len(rows)), -1, dtype=np.int64)
+    flush = (nr == 0) & ((table.rwbs & RWBS_FLUSH) != 0)
+    devs = np.unique(dev[rows]) if len(rows) else np.zeros(0, np.int64)
+    on = np.isin(dev, devs)
+    g = np.flatnonzero(on & (act == ACT_GETRQ) & (nr > 0))
+    fc = np.flatnonzero(on & (act == ACT_COMPLETE) & flush)
+    write = (table.rwbs & RWBS_WRITE) != 0
+    d = np.flatnonzero(on & write & (act == ACT_ISSUE) & (nr > 0))
+    c = np.flatnonzero(on & write & (act == ACT_COMPLETE) & (nr > 0))
+    for j, r in enumerate(np.asarray(rows).tolist()):
+        key = (dev[g] == dev[r]) & (sec[g] == sec[r]) & (nr[g] == nr[r]) & (t[g] >= t[r])
+        ins = int(t[g[key]].min()) if act[r] == ACT_QUEUE and bool(np.any(key)) else int(t[r])
+        out[0, j] = ins
+        key = (dev[d] == dev[r]) & (sec[d] == sec[r]) & (nr[d] == nr[r]) & (t[d] >= ins)
+        if not bool(np.any(key)):
+            continue
+        td = int(t[d[key]].min())
+        pre = fc[(dev[fc] == dev[r]) & (t[fc] >= ins) & (t[fc] <= td)]
+        if len(pre):
+            out[1, j] = int(t[pre].max())
+        key = (dev[c] == dev[r]) & (sec[c] == sec[r]) & (nr[c] == nr[r]) & (t[c] >= td)
+        if bool(np.any(key)):
+            out[2, j] = int(t[c[key]].min())
+    return out
+
+
 #: events of a traced bio or request at a sector (its Q or A, the request made, front-merged
 #: or put back for another dispatch): a D with none of them since the last D or C at its
 #: device and sector had no traced bio

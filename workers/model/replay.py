@@ -80,6 +80,7 @@ from workers.model.evbuf import (
 from workers.model.layout import layouts_from_evidence, split_evidence
 from workers.model.own_requests import (
     dispatch_time_of,
+    flush_kick_times,
     fold_merged,
     fs_own_rows,
     merged_rows,
@@ -357,6 +358,11 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
             meta["fs_first"] = mm[7]
             mm = mm[:5]
         meta["md_meta"] = mm
+        if not loop and table.time_known:
+            # when kblockd was asked for each step of each write's flush sequence
+            # (md_metadata_rows)
+            kicks = flush_kick_times(table, mrows)
+            meta["md_kicks"] = np.where(kicks >= 0, kicks - t0, -1)
         if stack is not None and stack.top.kind != "loop":
             # when the members got the top device's own writes (A from the top): a write
             # that went on before a superblock update was not waiting for it
@@ -1207,7 +1213,8 @@ def _replay_fast(eng: Engine, bios: BioStream, stack: Stack, policy: Policy, see
 
 def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
                      cols: npt.NDArray[np.int64], sched_wakeup: str = "cfs",
-                     top_q: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.int64]:
+                     top_q: npt.NDArray[np.int64] | None = None,
+                     kicks: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.int64]:
     """Predicted events of md's own superblock/bitmap writes the trace shows on the members
     (and of a file system's own writes under a loop device: see the end).
 
@@ -1221,15 +1228,30 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     any other after the predicted events of the bios submitted before it. Each becomes Q, then
     the requests of :func:`flush_sequence` for the member's ``write_cache`` / ``fua``.
 
-    The flush machinery runs each member's sequence from kblockd's high-priority worker
-    (``blk_kick_flush`` -> ``blk_mq_kick_requeue_list``), woken while md's thread is still in
-    ``md_update_sb``'s loop over the members. ``sched_wakeup=cfs`` (up to 6.5): CFS's
-    ``check_preempt_wakeup`` preempts md's thread for the nice -20 worker at once, which runs
-    the member's sequence before md writes the next member's superblock (the 6.1 captures:
-    member after member). ``eevdf`` (6.6+, RUN_TO_PARITY in ``pick_eevdf``): md's thread
-    keeps the CPU until ``md_super_wait`` sleeps, so every member's write is queued first and
-    the sequences run side by side, stage by stage (all pre-flushes, the data writes, the
-    post-flushes: the 6.18 / 7.x captures).
+    The flush machinery runs each member's sequence from kblockd's high-priority worker,
+    woken while md's thread is still in ``md_update_sb``'s loop over the members
+    (``rdev_for_each``, then ``md_super_wait``). Every step is a kick of the member queue's
+    ``requeue_work``: ``blk_insert_flush`` queues the pre-flush when md's write is inserted
+    (``blk_kick_flush`` -> ``blk_flush_queue_rq`` -> ``blk_mq_add_to_requeue_list`` ->
+    ``blk_mq_kick_requeue_list``), ``flush_end_io`` the data when the pre-flush completes,
+    ``mq_flush_data_end_io`` the post-flush when the data completes; the worker runs the
+    kicked works in the order they were queued (``insert_work`` appends to the pool's
+    worklist), each dispatching its queue's step (``blk_mq_requeue_work`` ->
+    ``blk_mq_run_hw_queues``). With ``kicks`` (``flush_kick_times``: the trace's insertion
+    of each write and completion of each step, the device's service as the trace shows it)
+    an update's steps go in that order. When md's
+    thread inserts each write is the scheduler's: ``sched_wakeup=cfs`` (up to 6.5): CFS's
+    ``check_preempt_wakeup`` preempts md's thread for the nice -20 worker at each kick, and md's
+    thread gets the CPU back once the worker is idle: at the trace's insertions. So on 6.1 a
+    member's data and post-flush go before md writes the next member's superblock only when
+    its flush completed first (r10n2_d4_c64_blkdiscard: the first update ran vdd's sequence
+    whole, vdc's pre-flush and data, then vdb's and vda's side by side with vdc's post-flush;
+    the second, after the discards, all four side by side). ``eevdf`` (6.6+, RUN_TO_PARITY in
+    ``pick_eevdf``): md's thread keeps the CPU until ``md_super_wait`` sleeps, so every
+    member's write is inserted before the worker runs a step (all pre-flushes first, the
+    later steps as their completions come: the 6.18 / 7.x captures). Without ``kicks`` (a
+    trace with no times): cfs runs each member's sequence whole before the next member's,
+    eevdf stage by stage (all pre-flushes, the data writes, the post-flushes).
 
     Under a loop device the member is the disk a file system sits on, and the metadata writes
     there are the file system's own (ext4's jbd2 commit of, e.g., the backing file's atime or
@@ -1248,10 +1270,16 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
     md = stack.top.kind != "loop"
     keep = np.isin(meta[1], list(members))
     meta = meta[:, keep]
+    if kicks is not None and (not md or kicks.shape != (3, len(keep))):
+        kicks = None
+    if kicks is not None:
+        kicks = kicks[:, keep]
     if not meta.shape[1]:
         return np.zeros((9, 0), np.int64)
     order = np.argsort(meta[0], kind="stable")
     meta = meta[:, order]
+    if kicks is not None:
+        kicks = kicks[:, order]
     bt = bios.time_ns
     remaps = bios.meta.get("top_remaps")
     # a discard is a write to md too (``op_is_write(REQ_OP_DISCARD)``: raid1/raid10/raid5's
@@ -1316,6 +1344,11 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
             clean = True
         prev_t = tm
         stages: list[list[tuple[int, tuple[int, int, int, int]]]] = []
+        kicked: list[tuple[int, int, int, list[tuple[int, tuple[int, int, int, int]]]]] \
+            | None = [] if kicks is not None else None
+        # md's thread under EEVDF keeps the CPU through md_update_sb's loop: every member's
+        # write is inserted before kblockd's worker runs any step
+        first_in = int(kicks[0, a:b].min()) if kicks is not None else 0
         for j in range(a, b):
             dev, sec, nr, rw = (int(x) for x in meta[1:, j])
             lim = members[dev].limits
@@ -1323,12 +1356,30 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
             flush = [(ACT_ISSUE, RWBS_FLUSH | RWBS_NONE, 0, 0),
                      (ACT_COMPLETE, RWBS_FLUSH | RWBS_NONE, 0, 0)]
             seq = [[(ACT_QUEUE, rw, sec, nr)]]
+            # what asks kblockd for each step (a row of ``kicks``): the write's insertion (0),
+            # the pre-flush's completion (1), the data's completion (2)
+            when: list[int] = []
             if pre:
                 seq.append(flush)
+                when.append(0)
             if nr > 0:  # (a bare flush, blkdev_issue_flush, is its pre-flush alone)
                 seq.append([(ACT_ISSUE, data, sec, nr), (ACT_COMPLETE, data, sec, nr)])
+                when.append(1 if pre else 0)
             if post:
                 seq.append(flush)
+                when.append(2)
+            if kicked is not None and kicks is not None:
+                steps = [int(kicks[w, j]) for w in when]
+                if not steps or min(steps) < 0 or steps != sorted(steps):
+                    kicked = None
+                else:
+                    # the Q and the first step together: md's thread queues and inserts
+                    seq = [seq[0] + seq[1]] + seq[2:]
+                    eff = list(steps)
+                    if sched_wakeup == "eevdf":
+                        eff[0] = first_in
+                    kicked += [(e, k, j, [(dev, ev) for ev in step_events])
+                               for e, k, step_events in zip(eff, steps, seq, strict=True)]
             if sched_wakeup == "eevdf" and md:
                 # stage k of every member before stage k + 1 of any
                 for k, step_events in enumerate(seq):
@@ -1337,6 +1388,9 @@ def md_metadata_rows(meta: npt.NDArray[np.int64], bios: BioStream, stack: Stack,
                     stages[k] += [(dev, e) for e in step_events]
             else:
                 stages.append([(dev, e) for step_events in seq for e in step_events])
+        if kicked is not None:
+            # kblockd's worker runs the queues' requeue_work in the order they were queued
+            stages = [ev for *_, ev in sorted(kicked, key=lambda x: (x[0], x[1], x[2]))]
         for stage in stages:
             for dev, (act, r, s_, n_) in stage:
                 out.append((at, dev, 0, act, r, s_, n_, 0, 0))
@@ -1408,8 +1462,10 @@ def _table(eng: Engine, stack: Stack, policy: Policy, bios: BioStream, seed: int
                                                            & np.isin(one[EV_DEV], loop_devs)]),
                                None if fs_first is None else np.asarray(fs_first, np.int64))
         else:
+            kicks = bios.meta.get("md_kicks")
             add = md_metadata_rows(np.asarray(extra, np.int64), bios, stack,
-                                   one[EV_TIME][np.newaxis, :], policy.sched_wakeup, top_q)
+                                   one[EV_TIME][np.newaxis, :], policy.sched_wakeup, top_q,
+                                   None if kicks is None else np.asarray(kicks, np.int64))
         if add.shape[1]:
             # the metadata rows go before the engine's rows of the same time
             t = np.concatenate([add[EV_TIME], one[EV_TIME]])

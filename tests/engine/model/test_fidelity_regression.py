@@ -18,14 +18,18 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "fidelity"
 CALIBRATION = {
     "6.1.0-57-amd64/linear_d2_dd1M": 1.000,   # md-linear member sizes (linear_conf)
     "6.1.0-57-amd64/r0_d2_c64_dd1M": 1.000,   # unplugged dd bios
-    "6.1.0-57-amd64/r1_d2_ddw1M": 0.993,      # md_update_sb on first write and when clean
+    # md_update_sb on first write and when clean; its flush sequences' steps in the order
+    # kblockd was kicked for them (insertion, completions: was 0.993)
+    "6.1.0-57-amd64/r1_d2_ddw1M": 1.000,
     # + scattered pages from the top X; md_update_sb's flush sequences side by side (EEVDF)
     "7.2.13+deb14-amd64/r1_d2_ddw1M": 1.000,
-    # + a 255-page segment cut at the trace's X; side by side (EEVDF; was 0.986)
-    "6.18.15+deb13-amd64/r1_d2_ddw1M": 0.996,
+    # + a 255-page segment cut at the trace's X; side by side (EEVDF; was 0.986); the
+    # later steps as their completions came (kblockd's kicks; was 0.996)
+    "6.18.15+deb13-amd64/r1_d2_ddw1M": 1.000,
     "6.18.15+deb13-amd64/r0_d2_c64_dd1M": 1.000,  # __submit_bio's per-bio plug
-    # ops_run_io's descending member loop (was 0.730: the cross-member order of each stripe)
-    "6.1.0-57-amd64/r5_d4_c64_ddw192k_full": 0.987,
+    # ops_run_io's descending member loop (was 0.730: the cross-member order of each stripe);
+    # md_update_sb's steps in kblockd's kick order (was 0.987)
+    "6.1.0-57-amd64/r5_d4_c64_ddw192k_full": 1.000,
     # raid0_make_request maps a split bio's remainder first (319ff40a5427; was 0.958: the
     # cross-member order of blkid's chunk-crossing reads)
     "6.1.0-57-amd64/r0_d4_c64_blkdiscard": 1.000,
@@ -58,15 +62,17 @@ CALIBRATION = {
     # stripe batches of full rows, a late block left for the next handling (was 0.694)
     "6.12.117+deb13-amd64/r5_d5_c128_writeback_24M": 0.905,
     # raid10 far copies at geo.stride, which calc_sectors derives from the members' data size
-    # (md_examine.txt; was 0.511: every far copy at the wrong sector)
-    "6.1.0-57-amd64/r10f2_d3_c64_ddw256k": 0.998,
+    # (md_examine.txt; was 0.511: every far copy at the wrong sector); md_update_sb's steps
+    # in kblockd's kick order (was 0.998)
+    "6.1.0-57-amd64/r10f2_d3_c64_ddw256k": 1.000,
     # raid1 read_balance starts from the trace's first read (udev's probe moved the first
     # member's head), and the scan keeps the sequential member (was 0.000: every read on vda)
     "7.2.13+deb14-amd64/r1_d2_dd1M": 1.000,
     # a discard marks a clean array dirty (md_write_start) before raid10 sends it; the update
     # that marks it clean again is its own md_update_sb, after the discard (was 0.893);
-    # raid10_handle_discard: one discard per member, member 0 first (was 0.933)
-    "6.1.0-57-amd64/r10n2_d4_c64_blkdiscard": 0.952,
+    # raid10_handle_discard: one discard per member, member 0 first (was 0.933); the
+    # updates' flush steps in the order kblockd was kicked for them (was 0.952)
+    "6.1.0-57-amd64/r10n2_d4_c64_blkdiscard": 1.000,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,

@@ -105,3 +105,77 @@ def test_updates_follow_the_predictions_clock():
     rows = md_metadata_rows(meta, bios, stack, cols, "eevdf", top_q)
     d = (rows[3] == ACT_ISSUE) & (rows[6] == 1)
     assert sorted(set(rows[0][d].tolist())) == [100 * ms, 650 * ms]
+
+
+# --- the order kblockd was asked for each step (blk_mq_kick_requeue_list) ------------------
+
+US = 1000
+#: 6.1 r10n2_d4_c64_blkdiscard's first update (the one that marks the array dirty before the
+#: discard goes on), per member in md's order (rdev_for_each: vdd, vdc, vdb, vda): when the
+#: write was inserted (its G), its pre-flush completed, its data completed (trace, us)
+KICKS_61 = {"d": (187342, 187905, 188415), "c": (189589, 190800, 195348),
+            "b": (194004, 194794, 195402), "a": (194206, 194897, 195422)}
+
+
+def _kicked(sched: str) -> tuple[list[tuple[str, int]], list[int]]:
+    stack = stack_from_spec("raid10:disks=4,chunk=64k,layout=n2,write_cache=write back,fua=0")
+    name = {m.dev: n for m, n in zip(stack.top.members, "abcd", strict=True)}
+    dev = {n: d for d, n in name.items()}
+    order = "dcba"
+    # md_meta's time is each write's data dispatch (dispatch_time_of)
+    data_d = {"d": 188211, "c": 193811, "b": 195029, "a": 195065}
+    meta = np.array([[data_d[n] * US for n in order], [dev[n] for n in order],
+                     [8] * 4, [1] * 4, [SB] * 4], dtype=np.int64)
+    kicks = np.array([[KICKS_61[n][k] * US for n in order] for k in range(3)], np.int64)
+    from workers.events import RWBS_DISCARD
+    bios = BioStream.from_arrays([0], [262144], rwbs=RWBS_DISCARD | RWBS_SYNC,
+                                 time_ns=[184856 * US])
+    rows = md_metadata_rows(meta, bios, stack, np.zeros((9, 0), np.int64), sched,
+                            kicks=kicks)
+    d = rows[3] == ACT_ISSUE
+    return ([(name[int(v)], int(s)) for v, s in zip(rows[1][d], rows[6][d], strict=True)],
+            sorted(set(rows[0].tolist())))
+
+
+def test_cfs_steps_go_in_the_order_kblockd_was_kicked():
+    """6.1 (CFS): md's thread gets the CPU back only once kblockd's worker is idle, at the
+    trace's insertions; each member's next step goes when its last one completed
+    (flush_end_io / mq_flush_data_end_io kick the queue's requeue_work), and the worker runs
+    the kicked works in order. vdd's flush and data completed before md inserted vdc's
+    write, vdc's pre-flush before vdb's: the trace's dispatch order, which neither 'member
+    after member' nor 'stage by stage' gives."""
+    got, times = _kicked("cfs")
+    assert got == [("d", 0), ("d", 1), ("d", 0), ("c", 0), ("c", 1), ("b", 0), ("a", 0),
+                   ("b", 1), ("a", 1), ("c", 0), ("b", 0), ("a", 0)]
+    assert times == [184856 * US]  # where the update goes is unchanged: the discard's Q
+
+
+def test_eevdf_inserts_every_members_write_before_kblockd_runs():
+    """EEVDF: md's thread keeps the CPU until md_super_wait, so every pre-flush is queued
+    before the worker runs; the later steps still go as their completions came."""
+    got, _ = _kicked("eevdf")
+    assert got == [("d", 0), ("c", 0), ("b", 0), ("a", 0), ("d", 1), ("d", 0), ("c", 1),
+                   ("b", 1), ("a", 1), ("c", 0), ("b", 0), ("a", 0)]
+
+
+def test_flush_kick_times_reads_insertion_and_completions():
+    """The insertion is the write's G (blk_insert_flush runs on the request), the pre-flush's
+    completion the last flush C on the member before the data's D, the data's its C."""
+    from workers.events import ACT_COMPLETE, ACT_GETRQ, ACT_QUEUE, RWBS_NONE, EventTable
+    from workers.model.own_requests import flush_kick_times
+    vdd, vdc = 254 << 20 | 48, 254 << 20 | 32
+    fn = RWBS_FLUSH | RWBS_NONE
+    wsm = RWBS_WRITE | RWBS_SYNC | RWBS_META
+    ev = [  # time, dev, action, rwbs, sector, nr
+        (100, vdd, ACT_QUEUE, SB, 8, 1), (110, vdd, ACT_GETRQ, SB, 8, 1),
+        (120, vdd, ACT_ISSUE, fn, 0, 0),
+        (130, vdc, ACT_COMPLETE, fn, 0, 0),  # another member's flush
+        (150, vdd, ACT_COMPLETE, fn, 0, 0),
+        (160, vdd, ACT_ISSUE, wsm, 8, 1), (170, vdd, ACT_COMPLETE, wsm, 8, 1),
+        (180, vdd, ACT_ISSUE, fn, 0, 0), (200, vdd, ACT_COMPLETE, fn, 0, 0),
+        (201, vdd, ACT_COMPLETE, wsm, 8, 0),  # the request's own end, no data
+    ]
+    t, dev, act, rw, sec, nr = (list(c) for c in zip(*ev, strict=True))
+    table = EventTable.from_columns(time_ns=t, dev=dev, action=act, rwbs=rw, sector=sec,
+                                    nr_sectors=nr)
+    assert flush_kick_times(table, np.array([0])).tolist() == [[110], [150], [170]]
