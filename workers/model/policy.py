@@ -110,10 +110,13 @@ class Policy:
             chunks, so 6.18's switch to ``bio_submit_split_bioset`` is no change point here).
         sched_wakeup: how the CPU scheduler treats a woken kernel worker, as far as the
             replay sees it: md's superblock writes (``md_update_sb``), whose flush sequences
-            kblockd's high-priority worker runs. ``cfs`` (up to 6.5, ``check_preempt_wakeup``):
-            the worker preempts md's thread at once and runs one member's sequence before md
-            writes the next member's superblock; ``eevdf`` (147f3efaa241, v6.6, RUN_TO_PARITY
-            in ``pick_eevdf``): md's thread queues every member's write first and the
+            kblockd's high-priority worker runs, each step in the order it was kicked
+            (``blk_mq_kick_requeue_list``). ``cfs`` (up to 6.5, ``check_preempt_wakeup``):
+            the worker preempts md's thread at each kick, and md's thread inserts the next
+            member's write only once the worker is idle (at the trace's insertions; with no
+            trace times, one member's whole sequence before the next); ``eevdf``
+            (147f3efaa241, v6.6, RUN_TO_PARITY in ``pick_eevdf``): md's thread inserts every
+            member's write before the worker runs, so all pre-flushes go first and the
             sequences run side by side.
         dm_crypt_split: where dm-crypt (``crypt_map`` -> ``dm_accept_partial_bio`` with
             ``get_max_request_sectors``) cuts a bio, the rest resubmitted by dm:

@@ -81,8 +81,9 @@ CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
      "319ff40a5427 md/raid0: Fix performance regression for large sequential writes (v6.6)"),
     ((6, 6, 0), dict(sched_wakeup="eevdf"),
      "147f3efaa241 sched/fair: Implement an EEVDF-like scheduling policy (v6.6): a woken "
-     "kblockd worker no longer preempts md's thread (the 6.18/7.x captures run md_update_sb's "
-     "flush sequences side by side, 6.1's member after member)"),
+     "kblockd worker no longer preempts md's thread (the 6.18/7.x captures insert every "
+     "member's superblock write before any step of md_update_sb's flush sequences; 6.1's "
+     "the next member's only once kblockd's worker is idle)"),
     ((6, 11, 0), dict(dm_crypt_split="128k"),
      "0d815e3400e6 dm-crypt: limit the size of encryption requests (dm tree for 6.11): reads "
      "and writes at 128 KiB (the 7.3.4 dm-crypt captures: 256 + 256 sectors per 256 KiB read)"),
