@@ -25,6 +25,8 @@ from workers.lab.stacks import parse_params, parse_size
 
 QEMU = "qemu-system-x86_64"
 MARK = "@@lab "
+#: the console line of a kernel panic (``panic()``: "Kernel panic - not syncing: ...")
+PANIC = "Kernel panic - not syncing"
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,14 @@ class BootTimeout(LabError):
     """No ``@@lab init`` in time (the kernel hung or panicked early)."""
 
 
+class BootPanic(BootTimeout):
+    """The kernel panicked before ``@@lab init`` ("Kernel panic - not syncing" on the
+    console): the boot is given up at once instead of waiting out the boot timeout. Under
+    TCG a stock kernel sometimes oopses while patching its own text (6.18.15: ``int3`` in
+    ``sched_clock_cpu``, then "Fatal exception in interrupt"); booting again usually works,
+    and :func:`workers.lab.runner.run_kernel` does that once."""
+
+
 class GuestStopped(LabError):
     """The guest booted but stopped before ``all done``; ``result`` says what it finished."""
 
@@ -243,7 +253,8 @@ def boot(cmd: list[str], *, log: Path, progress: Callable[[str], None],
     t0 = time.monotonic()
     tail: deque[str] = deque(maxlen=40)
     markers: list[str] = []
-    booted = threading.Event()
+    booted = threading.Event()  # @@lab init, or a panic before it (see ``panicked``)
+    panicked: list[str] = []
     with log.open("w", encoding="utf-8", errors="replace") as logf:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
@@ -256,6 +267,9 @@ def boot(cmd: list[str], *, log: Path, progress: Callable[[str], None],
                 logf.write(line + "\n")
                 logf.flush()
                 tail.append(line)
+                if PANIC in line and not booted.is_set():
+                    panicked.append(line)
+                    booted.set()  # wakes the waiter: the boot is over
                 i = line.find(MARK)
                 if i >= 0:
                     msg = line[i + len(MARK):].strip()
@@ -268,11 +282,18 @@ def boot(cmd: list[str], *, log: Path, progress: Callable[[str], None],
         th.start()
         boot_s = 0.0
         try:
-            if not booted.wait(boot_timeout):
+            if not booted.wait(boot_timeout) or panicked:
+                if panicked:
+                    time.sleep(0.5)  # the panic's last lines, for the quote
                 if proc.poll() is None:
                     proc.kill()
                 proc.wait()
                 th.join(5)
+                if panicked:
+                    raise BootPanic(
+                        f"the guest kernel panicked while booting ({accel}, after "
+                        f"{time.monotonic() - t0:.0f} s); console log {log}; last lines:\n  "
+                        + "\n  ".join(list(tail)[-20:]))
                 raise BootTimeout(
                     f"the guest did not reach /init within {boot_timeout:.0f} s ({accel}); "
                     f"console log {log}; last lines:\n  " + "\n  ".join(list(tail)[-20:]))

@@ -30,6 +30,7 @@ from workers.lab.host import LabError, cache_dir
 from workers.lab.initramfs import build_initramfs
 from workers.lab.kernels import Kernel
 from workers.lab.qemu import (
+    BootPanic,
     BootTimeout,
     DiskSpec,
     GuestStopped,
@@ -138,10 +139,22 @@ def run_kernel(kernel: Kernel, cases: list[Case], out: Path, *, disk: DiskSpec |
             (kdir / f"qemu{sfx}.cmd").write_text(" ".join(cmd) + "\n")
             note(f"booting under {acc.upper()} with {ndisks} disk(s), {len(cases)} case(s)")
             try:
-                with one_vm_at_a_time(note):
-                    result = boot(cmd, log=kdir / f"console{sfx}.log", progress=note,
-                                  boot_timeout=90.0 if acc == "kvm" and len(order) > 1
-                                  else boot_timeout, timeout=limit)
+                for attempt in (1, 2):
+                    try:
+                        with one_vm_at_a_time(note):
+                            result = boot(cmd, log=kdir / f"console{sfx}.log", progress=note,
+                                          boot_timeout=90.0 if acc == "kvm" and len(order) > 1
+                                          else boot_timeout, timeout=limit)
+                        break
+                    except BootPanic as exc:
+                        # a panic before /init: no case ran, booting again is safe (once)
+                        if attempt == 2:
+                            raise
+                        shutil.copy2(kdir / f"console{sfx}.log",
+                                     kdir / f"console{sfx}.panic.log")
+                        note(f"{str(exc).splitlines()[0]}; booting again "
+                             f"(first console kept as console{sfx}.panic.log)")
+                        shutil.rmtree(share / "cases", ignore_errors=True)
             except GuestStopped as exc:
                 note(f"the guest stopped early: {exc}")
                 result = exc.result
