@@ -13,8 +13,9 @@ emulation or a busy machine it lags by many milliseconds), not of any queue limi
 model does not invent it: the trace says it. Every member bio raid5d submits is a Q (after
 an A from the array) with raid5d's pid, and raid5d's plug ends with a U (or UT when it
 slept) on each member it handed requests to. A row's bios are cut into handlings (a new one
-where the row changes, a member comes again, or writes follow reads: a read handling for its
-reads, a later one for its writes); the U events cut raid5d's plug sessions.
+where the row changes, a member comes again, or the direction changes: a read handling for its
+reads, a later one for its writes, and reads after writes are a later write's); the U events
+cut raid5d's plug sessions.
 
 :func:`raid5d_runs` returns, per stripe row of the top array (member sector
 without ``data_offset``, a multiple of ``STRIPE_SECTORS``), the start times of the handlings
@@ -144,12 +145,17 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
     read = (table.rwbs[q].astype(np.int64) & RWBS_READ) != 0
     order = np.lexsort((tm[q], row))
     row, member, read, tq = row[order], member[order], read[order], tm[q][order]
-    # a handling of a row starts at its first bio; the next one where the row changes, writes
-    # follow reads (ops_run_io after the reads are back), or a member does not come after the
-    # previous one in ops_run_io's order: ``for (i = disks; i--; )`` submits a handling's
-    # bios from the last member to the first (a stripe batch too: member by member, each
-    # with the blocks of every stripe of the batch), so a member index that does not go down
-    # (the same member again, or one above) is a later handling of the row
+    # a handling of a row starts at its first bio; the next one where the row changes, the
+    # direction changes, or a member does not come after the previous one in ops_run_io's
+    # order. A handling reads or writes, never both: handle_stripe_dirtying schedules a
+    # write (schedule_reconstruction) only with nothing locked (``s->locked == 0``: no read
+    # in flight) and then starts no read, so writes after reads are ops_run_io once the
+    # reads are back, and reads after writes are a later write's read phase (the next dd
+    # write's reconstruct-write reading members 3, 2 of a row whose members 5, 4 the one
+    # before had just written). ``for (i = disks; i--; )`` submits a handling's bios from
+    # the last member to the first (a stripe batch too: member by member, each with the
+    # blocks of every stripe of the batch), so a member index that does not go down (the
+    # same member again, or one above) is a later handling of the row
     index = {int(d): i for i, d in enumerate(members.tolist())}
     new = np.zeros(len(row), dtype=bool)
     row_l, read_l = row.tolist(), read.tolist()
@@ -157,7 +163,7 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
     member_l = member.tolist()
     for i in range(len(row_l)):
         if i == 0 or row_l[i] != row_l[i - 1] or idx_l[i] >= idx_l[i - 1] or \
-                (read_l[i - 1] and not read_l[i]):
+                read_l[i - 1] != read_l[i]:
             new[i] = True
     handling = np.cumsum(new) - 1
     wrote = np.zeros(int(new.sum()), dtype=np.int64)

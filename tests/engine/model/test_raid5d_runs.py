@@ -169,6 +169,30 @@ def test_a_member_above_the_previous_one_starts_a_new_handling():
     assert runs.writes == {0: [0b0110, 0b1001]}
 
 
+def test_reads_after_writes_of_a_row_are_a_later_handling():
+    """A handling reads or writes, never both: ``handle_stripe_dirtying`` schedules the
+    writes (``schedule_reconstruction``) only with nothing locked (``s->locked == 0``), and
+    starts no read then. A row's reads on lower members after raid5d wrote it are the next
+    write's read phase, not the rest of that walk (6.12, dd bs=200k to 6 x 128k raid5: one
+    write's read-modify-write of a row wrote members 5 and 4, the next write's
+    reconstruct-write read members 3 and 2 of it 1.1 ms later; read as one handling, the
+    rows' handling ranks were off by one and the replay wrote the chunk's last rows
+    before its first, its 8-sector blocks no longer merging)."""
+    ev = _q(0, 1, 0) + _u(5, 1)
+    ev += _r5d(100, 3, 0) + _r5d(110, 2, 0) + _u(120, RAID5D, MEMBERS[2])
+    ev += _q(900, 1, 16) + _u(905, 1)
+    ev += _r5d(1_000, 1, 0, read=True) + _r5d(1_010, 0, 0, read=True)
+    ev += _u(1_020, RAID5D, MEMBERS[1])
+    table = _table(ev)
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack_from_spec("raid5:disks=4,chunk=64k"), 0)
+    assert runs is not None
+    assert runs.rows == {0: [101, 1_001]}
+    assert runs.writes == {0: [0b1100, 0]}
+    assert runs.reads == {0: [0, 0b0011]}
+    assert handling_ranks(runs) == {0: [0, 1]}
+
+
 def test_raid5d_sessions_end_at_its_finish_plug_not_at_a_flush_of_a_new_request():
     """A U right after raid5d's own G is ``blk_add_rq_to_plug`` flushing the plug for the new
     request, inside the session, when the plug held a request of BLK_PLUG_FLUSH_SIZE (or the
