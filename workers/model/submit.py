@@ -1357,7 +1357,9 @@ class Engine:
         (:meth:`_stripe_batches`); where the trace says in which of raid5d's plug sessions it
         wrote each row (``r5_write_session``: a synchronous writer on the model's own
         clock), a batch never spans two traced sessions and raid5d's plug is finished
-        between them.
+        between them, and before the first where raid5d holds a plug of an earlier session
+        (kept past its run, :meth:`_hold_raid5d_plug`): ``blk_finish_plug`` at the end of
+        ``raid5d`` came in between.
 
         The writer (a direct-I/O ``dd``, no plug md holds) adds a bio's rows one by one
         (``raid5_make_request`` -> ``make_stripe_request``, ``stripe_add_to_batch_list`` as
@@ -1399,7 +1401,10 @@ class Engine:
             else:
                 groups.append((k, [sh]))
         for i, (k, group) in enumerate(groups):
-            if i:
+            held = self.r5_plug_session  # the session of the plug raid5d holds, or -1
+            if i or (held >= 0 and k >= 0 and k != held):
+                # also the first group where raid5d's plug is a session's kept open past
+                # its run (_hold_raid5d_plug) and the trace wrote the rows in a later one
                 self._finish_raid5d_plug()
             self.r5_plug_session = k
             for batch in self._in_traced_order(self._stripe_batches(group)):

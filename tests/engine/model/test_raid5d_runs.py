@@ -1328,6 +1328,41 @@ def test_a_held_raid5d_plug_goes_out_when_nothing_is_left_to_bring_raid5d_back()
     assert not eng.release_held_plug()
 
 
+def test_rows_written_in_a_later_session_than_the_held_plug_s_finish_it_first():
+    """raid5d's plug kept open past its run for rows whose reads are out
+    (``_hold_raid5d_plug``) is taken up by raid5d's next run; where the trace wrote the rows
+    that run writes in a later plug session (``r5_write_session``, by order), raid5d had
+    reached ``blk_finish_plug`` at the end of ``raid5d`` in between, so the held plug goes out
+    before their writes and they start a plug of their own (7.3, dd bs=200k to 6 x 128k
+    raid5: rows 6912..6960 written in one session, row 6968 in the next; the replay wrote
+    6912+64 where the trace has 6912+56, 6968+8)."""
+    from workers.model.plug import Bio, Request
+    from workers.model.split import OP_WRITE
+    from workers.model.submit import Engine, R5Stripe
+
+    stack = stack_from_spec("raid5:disks=4,chunk=128k")
+    eng = Engine(stack, preset_for_kernel("7.3"))
+    top = stack.top
+    m0 = top.members[0].dev
+    held = eng.make_plug()
+    held.rqs = [Request(Bio(m0, 8, 56, OP_WRITE, RWBS_WRITE, 0, None, None, 0, 0, 50), 1, 8)]
+    eng.plug = held
+    eng.r5_plug_session = 3  # raid5_unplug took up the plug held for session 3
+    eng.r5_write_session = {64: [4]}
+    written: list[list[int]] = []
+    eng._batch_writes = lambda batch: written.append([sh.msec for sh in batch])  # type: ignore
+    eng._write_batches([R5Stripe(top, 64, 3, 50)])
+    assert written == [[64]]
+    assert not held.rqs and eng.inflight[m0] == 1  # the held plug went out first
+    assert eng.plug is not held and eng.r5_plug_session == 4
+    # rows of the held plug's own session go on into it
+    eng.r5_write_session[72] = [4]
+    plug = eng.plug
+    plug.rqs = [Request(Bio(m0, 64, 8, OP_WRITE, RWBS_WRITE, 0, None, None, 0, 0, 50), 1, 64)]
+    eng._write_batches([R5Stripe(top, 72, 3, 50)])
+    assert eng.plug is plug and len(plug.rqs) == 1
+
+
 # --- rows back from their reads, taken in the trace's order; raid5d asleep in a write, by order ---
 def _rows_back_out_of_order_trace(sleep: bool) -> list[Event]:
     """A direct-I/O writer writes a 4 x 128k raid5 from md0 sector 8 to sector 896, one bio:
