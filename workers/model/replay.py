@@ -951,7 +951,11 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     submitted, report_at, step = 0, 0, max(1, n // 100)
     if progress is not None:
         progress(0, n)
-    while heap or uheap or eng.release_held_plug():
+    while heap or uheap or eng.loop_work or eng.release_held_plug():
+        if eng.loop_work:
+            # no thread is inside a submission: loop's worker runs (Engine.run_loop_work)
+            eng.run_loop_work()
+            continue
         # the earlier of the two heads, as one heap ordered by (time, hseq) would give
         if heap and (not uheap or heap[0][:2] < uheap[0][:2]):
             t, _, kind, payload = heapq.heappop(heap)

@@ -608,6 +608,9 @@ class Engine:
         self.n_requests = 0
         #: loop device -> file ranges its replayed direct writes converted to written
         self.loop_written: dict[int, WrittenRanges] = {}
+        #: loop requests dispatched (``loop_queue_rq`` -> ``loop_queue_work``) that loop's
+        #: worker has not handled yet, in dispatch order: (loop node, request, D time)
+        self.loop_work: list[tuple[Node, Request, int]] = []
         #: the running unit has no plug at all, not even __submit_bio's (see insert_async)
         self.no_plug = False
         #: devices whose hardware queue run was left to kblockd, in run order
@@ -2431,6 +2434,7 @@ class Engine:
         for dev in runs:
             self.kick(dev, self.now)
             self.tick()
+        self.run_loop_work()
 
     def wait_for_tag(self, dev: int) -> None:
         """``blk_mq_get_tag`` finds no free tag: the thread sleeps until one is freed.
@@ -2451,6 +2455,7 @@ class Engine:
                 t, _, _, rq = heapq.heappop(self.heap)
                 self.now = max(self.now, t)
                 self.complete(rq, t)
+                self.run_loop_work()  # a loop request the completion dispatched
                 continue
             # every tag is held by requests in other threads' open plugs (threads submitting
             # bio by bio, see workers.model.replay._units_interleave): those threads run on
@@ -2516,7 +2521,7 @@ class Engine:
             self.ev(dev, rq.pid, ACT_ISSUE, rq.rwbs, rq.sector, rq.nr, t=t)
             if loop is not None:
                 self.inflight[dev] += 1
-                self.loop_rw(loop, rq, t)
+                self.loop_work.append((loop, rq, t))  # to loop's worker (run_loop_work)
                 continue
             assert server is not None
             c = server.submit(t, rq.sector, rq.nr, rq.op != OP_READ and not is_discard_op(rq.op),
@@ -2529,6 +2534,26 @@ class Engine:
             self.inflight[dev] += 1
             self.hseq += 1
             heapq.heappush(self.heap, (c, self.hseq, EV_COMPLETE, rq))
+
+    def run_loop_work(self) -> None:
+        """loop's worker handles the requests queued to it, in order.
+
+        ``loop_queue_rq`` does no I/O: ``loop_queue_work`` adds the command to the worker's
+        ``cmd_list`` and queues it (``queue_work``) on ``lo->workqueue`` (an unbound workqueue,
+        ``alloc_workqueue("loop%d", WQ_UNBOUND | WQ_FREEZABLE, ...)``), and the dispatching
+        thread goes on. The kworker gets a CPU once that thread is done submitting
+        (the replay driver calls this between submissions, and :meth:`run_deferred` when the
+        thread stops or sleeps); ``loop_process_work`` then takes every command on the list,
+        oldest first, each through :meth:`loop_rw`. So the requests one submission put on
+        the loop device (a bio split at the loop queue's limits: ``X``, then ``D`` of each
+        piece from the submitter's ``__submit_bio`` plug) are all dispatched before the
+        first of their bios reaches the disk below (6.12.117 p_loop_dio_ddw1M: ``D 0+1048``,
+        ``D 1048+1000`` by dd, then the kworker's ``Q 278528+1048``, ``Q 279576+1000``).
+        """
+        while self.loop_work:
+            work, self.loop_work = self.loop_work, []
+            for node, rq, t in work:
+                self.loop_rw(node, rq, t)
 
     def loop_rw(self, node: Node, rq: Request, t: int) -> None:
         """A loop request with direct I/O, from loop's worker: ``loop_handle_cmd`` ->

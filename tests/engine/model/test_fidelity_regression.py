@@ -51,6 +51,9 @@ CALIBRATION = {
     "6.12.117+deb13-amd64/loop_buf_ddw512k": 1.000,
     # direct reads of what direct writes converted reach the disk (distribution; was 0.667)
     "6.12.117+deb13-amd64/loop_dio_ddwr256k": 1.000,
+    # loop's worker (loop_queue_work) handles a split write's requests once the submitter
+    # dispatched them all (probe capture; was 0.886: each piece's disk bio right after its D)
+    "6.12.117+deb13-amd64/p_loop_dio_ddw1M": 1.000,
     # the dd buffer's memory runs read from the disk's max_segments splits (X: 992 = 124
     # pages in 62 segments; was 0.000)
     "6.12.117+deb13-amd64/seg62_disk_dd512k": 1.000,

@@ -127,6 +127,24 @@ def test_physically_contiguous_extents_merge_in_iomaps_plug() -> None:
     assert _issued(t, VDA) == [(100512, 1024, True)]
 
 
+def test_loop_s_worker_runs_after_the_submitter_dispatched_every_piece() -> None:
+    """``loop_queue_rq`` only queues the command to loop's worker (``loop_queue_work``): a
+    write the loop queue splits in two is dispatched whole (D, D by the submitter) before the
+    worker's first bio reaches the disk, then each command's bio under its own plug
+    (6.12.117 p_loop_dio_ddw1M: loop D 0+1048, D 1048+1000, then vda 278528+1048, +1000)."""
+    m = _manifest([[0, 100000, 8192, 1]])
+    m["limits"]["7,0"]["max_sectors_kb"] = 512
+    st = stack_from_manifest(m)
+    bios = BioStream.from_arrays([0, 2048], [2048, 2048], rwbs=RWBS_WRITE | RWBS_SYNC,
+                                 time_ns=[0, 50_000_000], pid=1)
+    t = replay(bios, st, preset_for_kernel("6.12.117"), engine="python")
+    d = np.flatnonzero((t.action == ACT_ISSUE) & np.isin(t.dev, [LOOP, VDA]))
+    d = d[np.argsort(t.time_ns[d], kind="stable")]
+    assert [(int(t.dev[i]), int(t.sector[i]), int(t.nr_sectors[i])) for i in d] == [
+        (LOOP, 0, 1024), (LOOP, 1024, 1024), (VDA, 100000, 1024), (VDA, 101024, 1024),
+        (LOOP, 2048, 1024), (LOOP, 3072, 1024), (VDA, 102048, 1024), (VDA, 103072, 1024)]
+
+
 def test_fs_writes_run_whole_sequence_by_sequence_after_the_loop_io() -> None:
     """jbd2's log blocks (merged in its plug), its commit block (PREFLUSH|FUA: pre-flush,
     data, post-flush on a write-back disk without FUA), then the inode table block ``sync``
