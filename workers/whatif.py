@@ -300,6 +300,12 @@ def unexercised(field: str, stack: Any, bios: Any) -> str:
     kinds = {n.kind for n in stack.nodes()}
     if field == "md_read_balance" and "raid1" not in kinds:
         return "no md raid1 in the stack"
+    if field == "raid1_barrier":
+        if "raid1" not in kinds:
+            return "no md raid1 in the stack"
+        unit = 1 << 17  # BARRIER_UNIT_SECTOR_SIZE
+        if not np.any(np.asarray(bios.sector) % unit + np.asarray(bios.nr_sectors) > unit):
+            return "no bio crosses one of raid1's 64 MiB barrier units in the input"
     if field == "raid10_chunk_limit" and "raid10" not in kinds:
         return "no md raid10 in the stack"
     if field == "raid0_split" and "raid0" not in kinds:

@@ -41,6 +41,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "sched_wakeup": ("cfs", "eevdf"),
     "dm_crypt_split": ("writes_1m", "128k"),
     "md_flush": ("work", "inline"),
+    "raid1_barrier": ("window", "units"),
 }
 
 #: Old spellings still accepted (stored comparisons and scripts may carry them): field -> old -> new.
@@ -131,6 +132,13 @@ class Policy:
             which maps the bio at once; a member's flush request goes out from kblockd
             (``blk_kick_flush`` -> ``blk_mq_kick_requeue_list``), after the data request the
             submitter issued itself).
+        raid1_barrier: how raid1 cuts a bio for its I/O barrier: ``window`` (before v4.11:
+            one resync window, ``wait_barrier`` / ``start_next_window``, no cut) or ``units``
+            (fd76863e37fe "RAID1: a new I/O barrier implementation to remove resync window",
+            Coly Li, v4.11: pending I/O is counted per 64 MiB barrier unit, and
+            ``raid1_make_request`` cuts every bio at its unit's end,
+            ``align_to_barrier_unit_end``; reads, writes and discards alike, the rest
+            resubmitted).
         name: the preset label this policy came from (not a behaviour).
     """
 
@@ -156,6 +164,7 @@ class Policy:
     sched_wakeup: str = "eevdf"
     dm_crypt_split: str = "128k"
     md_flush: str = "inline"
+    raid1_barrier: str = "units"
     name: str = "custom"
 
     def __post_init__(self) -> None:

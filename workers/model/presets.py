@@ -54,8 +54,13 @@ CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
                      max_sectors_cap_kb=1280, md_io_opt_align="off", dio_bio_limit="pages",
                      unplug_trace="always", md_read_balance="scan",
                      raid10_chunk_limit="off", raid0_split="resubmit",
-                     sched_wakeup="cfs", dm_crypt_split="writes_1m", md_flush="work"),
+                     sched_wakeup="cfs", dm_crypt_split="writes_1m", md_flush="work",
+                     raid1_barrier="window"),
      "baseline: v4.6 'MD: make bio mergeable' (seed 002) is in; no multipage bvecs"),
+    ((4, 11, 0), dict(raid1_barrier="units"),
+     "fd76863e37fe RAID1: a new I/O barrier implementation to remove resync window (Coly Li, "
+     "inferred v4.11): bios cut at 64 MiB barrier units (6.12.117: md0 X every 131072 sectors "
+     "of a BLKDISCARD)"),
     ((4, 12, 0), dict(raid0_discard="per_member"), "raid0_handle_discard (about 4.12)"),
     ((5, 1, 0), dict(dio_bio_limit="vecs"), "07173c3ec276 block: enable multipage bvecs"),
     ((5, 12, 0), dict(flags_on_resubmit="preserve"),

@@ -188,6 +188,8 @@ EV_RAID5D_END = 4
 
 #: Stacked kinds whose empty flush goes to every member (md_flush_request; dm's
 #: __send_empty_flush for the dm targets modelled as these kinds).
+#: raid1's BARRIER_UNIT_SECTOR_SIZE (drivers/md/raid1.h: 1 << BARRIER_UNIT_SECTOR_BITS, 17)
+RAID1_BARRIER_UNIT = 1 << 17
 RAID_FLUSH_KINDS = frozenset({"raid0", "raid1", "raid10", "raid4", "raid5", "raid6", "linear"})
 
 def flush_sequence(rwbs: int, write_cache: bool, fua: bool) -> tuple[bool, int, bool]:
@@ -1071,7 +1073,20 @@ class Engine:
 
     def raid1_request(self, node: Node, bio: Bio) -> None:
         """``raid1_make_request``: a read goes to one member chosen by ``read_balance``, a write
-        to every member (each clone A then Q on its member)."""
+        to every member (each clone A then Q on its member).
+
+        With ``raid1_barrier=units`` (v4.11+) a bio is first cut at the end of its barrier
+        unit (``align_to_barrier_unit_end``, BARRIER_UNIT_SECTOR_SIZE = 1 << 17 sectors,
+        64 MiB of the array): raid1's I/O barrier (``wait_barrier`` / ``wait_read_barrier``)
+        counts pending I/O per unit, so ``raid1_read_request`` / ``raid1_write_request``
+        ``bio_split`` the rest off and resubmit it. A discard too: mkfs's BLKDISCARD of a
+        whole 2 x 1 GiB raid1 reaches each member as 64 MiB discards (6.12.117
+        p_r1_d2_fstrim: md0 X at 131072, 262144, ...).
+        """
+        if self.policy.raid1_barrier == "units":
+            left = RAID1_BARRIER_UNIT - bio.sector % RAID1_BARRIER_UNIT
+            if left < bio.nr:
+                bio = self._personality_split(bio, left)
         copies = [(i, bio.sector) for i in range(len(node.members))]
         if bio.op == OP_READ:
             self._mirror_read(node, bio, copies)
