@@ -304,6 +304,15 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
             served = traced_service(table, int(table.time_ns[rows].min()))
             if served.shape[1]:
                 meta["traced_service"] = served
+        if depth == 0 and stack is not None and stack.top.kind == "raid1" \
+                and "traced_service" not in meta:
+            # raid1's read_balance (choose_best_rdev) takes the first idle member, else the
+            # least busy or nearest one: which member a read goes to hangs on nr_pending,
+            # i.e. on when the members finished their earlier requests, which the trace shows
+            # and no disk model predicts under emulation (Engine.traced_completion)
+            served = traced_service(table, int(table.time_ns[rows].min()))
+            if served.shape[1]:
+                meta["traced_service"] = served
         read_sessions = read_plug_sessions(table, rows, stack)
         if read_sessions is not None:
             meta["raid5d_read_sessions"] = read_sessions
@@ -824,8 +833,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         # (by order alone: Engine.crypt_queue)
         eng.set_crypt_sessions(crypt)
     served = bios.meta.get("traced_service")
-    if served is not None and isinstance(runs, Raid5dRuns) and not bios.app_io:
+    if served is not None and not bios.app_io and (
+            isinstance(runs, Raid5dRuns) or stack.top.kind == "raid1"):
         # on the trace's clock, a member request the trace shows completes when it did there
+        # (raid5d's handlings, raid1's read_balance: see bios_from_table)
         eng.set_traced_service(np.asarray(served, np.int64))
     top = stack.top.dev
     layouts: dict[int, MemoryLayout] = {}

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.events import ACT_COMPLETE, ACT_ISSUE
+from workers.events import (
+    ACT_COMPLETE,
+    ACT_GETRQ,
+    ACT_ISSUE,
+    ACT_QUEUE,
+    ACT_REMAP,
+    EventTable,
+    make_dev,
+    rwbs_from_text,
+)
 from workers.model import preset_for_kernel, replay, stack_from_manifest
 from workers.model.replay import BioStream, bios_from_table
 from workers.model.stack import stack_from_spec
@@ -91,3 +100,53 @@ def test_raid1_starts_from_the_member_the_traces_first_read_went_to():
     idle = replay(_stream(reads, 128, hint=hint), stack,
                   preset_for_kernel("7.2").with_overrides("md_read_balance=first_idle"))
     assert len(issued(idle, m[0])) == 4
+
+
+def _traced(rows: list[tuple[int, int, int, str, int, int, int]]) -> EventTable:
+    """rows: (time, dev, action, rwbs text, sector, nr, pid)."""
+    t, dev, act, rw, sec, nr, pid = zip(*rows, strict=True)
+    table = EventTable.from_columns(time_ns=np.array(t), dev=np.array(dev), action=np.array(act),
+                                    sector=np.array(sec), nr_sectors=np.array(nr),
+                                    pid=np.array(pid),
+                                    rwbs=np.array([rwbs_from_text(x) for x in rw]))
+    table.meta["format"] = "blktrace"
+    return table
+
+
+def _md_read(t0: int, pid: int, sector: int, md: int, member: int, c_after: int) -> list:
+    """A read of 8 sectors on md0 remapped to ``member``, which the trace shows done at
+    ``t0 + c_after``."""
+    return [(t0, md, ACT_QUEUE, "R", sector, 8, pid),
+            (t0 + 1000, member, ACT_REMAP, "R", sector, 8, pid),
+            (t0 + 2000, member, ACT_QUEUE, "R", sector, 8, pid),
+            (t0 + 3000, member, ACT_GETRQ, "R", sector, 8, pid),
+            (t0 + 4000, member, ACT_ISSUE, "R", sector, 8, pid),
+            (t0 + c_after, member, ACT_COMPLETE, "R", sector, 8, 0),
+            (t0 + c_after + 1000, md, ACT_COMPLETE, "R", sector, 8, 0)]
+
+
+def test_raid1_read_balance_sees_the_members_busy_as_the_trace_served_them():
+    """raid1 on the trace's clock: a member request the trace shows completes at its traced
+    C, so ``read_balance``'s ``nr_pending`` is the kernel's. Two readers: vda served the first
+    read in 0.1 ms (a virtio disk under emulation), so at the second read both members are
+    idle and ``choose_best_rdev`` takes the first idle one, vda, as the trace did; served by
+    the rotational disk model (several ms), vda was still busy and the read went to vdb
+    (6.12.117 p_r1_d2_fstrim: mkfs's reads of the backup superblocks)."""
+    md, vda, vdb = make_dev(9, 0), make_dev(254, 0), make_dev(254, 16)
+    manifest = {"kernel": "6.12.117+deb13-amd64",
+                "stack": {"top": "9,0", "kind": "raid1", "members": ["254,0", "254,16"]},
+                "limits": {d: {"rotational": 1, "scheduler": "none", "max_sectors_kb": 1280}
+                           for d in ("9,0", "254,0", "254,16")},
+                "devices": {"md0": "9,0", "vda": "254,0", "vdb": "254,16"}}
+    stack = stack_from_manifest(manifest)
+    table = _traced(_md_read(0, 2, 1000, md, vda, 100_000)
+                    + _md_read(500_000, 1, 500000, md, vda, 600_000))
+    bios = bios_from_table(table, md, stack=stack)
+    assert bios.depth == 0
+    out = replay(bios, stack, preset_for_kernel(manifest["kernel"]))
+    d = out.action == ACT_ISSUE
+    assert list(zip(out.dev[d].tolist(), out.sector[d].tolist(), strict=True)) == [
+        (vda, 1000), (vda, 500000)]
+    c = (out.action == ACT_COMPLETE) & (out.dev == vda)
+    assert out.time_ns[c].tolist() == [100_000, 1_100_000]
+    assert vdb not in out.dev[d].tolist()
