@@ -399,12 +399,15 @@ class MirrorRead(MdPiece):
     """A raid1/raid10 read clone's piece: when it ends, ``update_head_pos`` moves the chosen
     member's head and its ``nr_pending`` drops (read_balance reads both)."""
 
-    __slots__ = ("member",)
+    __slots__ = ("member", "end")
 
     def __init__(self, dev: int, sector: int, nr: int, rwbs: int, up: MdPiece | None,
-                 pid: int, member: int) -> None:
+                 pid: int, member: int, end: int) -> None:
         super().__init__(dev, sector, nr, rwbs, up, pid)
         self.member = member
+        #: where the member's head is when the read is done (``update_head_pos``: the
+        #: r1_bio's sector + sectors, raid10's copy address + sectors)
+        self.end = end
 
 
 #: a raid1 member head "somewhere else" at the trace's start (Engine.seed_read_balance): no
@@ -716,8 +719,11 @@ class Engine:
                 self.complete(up.rq, t)
                 break
             if isinstance(up, MirrorRead):
+                # raid1_end_read_request / raid10_end_read_request: update_head_pos, and
+                # rdev_dec_pending
                 st = self.mirrors[up.dev]
                 st.pending[up.member] -= 1
+                st.head[up.member] = up.end
             self.ev(up.dev, up.pid, ACT_COMPLETE, up.rwbs, up.sector, up.nr, t=t)
             up = up.up
 
@@ -1052,11 +1058,11 @@ class Engine:
         member, msec = copies[k]
         st = self.mirrors[node.dev]
         st.pending[member] += 1
+        # update_read_sectors: next_seq_sect at submission; the head moves when the read is
+        # done (update_head_pos, at the MirrorRead's completion)
         st.next_seq[member] = msec + bio.nr
-        # update_head_pos runs at completion; one read in flight per member makes the two
-        # the same, and the next read's choice sees it
-        st.head[member] = msec + bio.nr
-        piece = MirrorRead(node.dev, bio.sector, bio.nr, bio.rwbs, bio.up, bio.pid, member)
+        piece = MirrorRead(node.dev, bio.sector, bio.nr, bio.rwbs, bio.up, bio.pid, member,
+                           msec + bio.nr)
         if bio.up is not None:
             bio.up.remaining += 1
         self._remap(node, bio, node.members[member], msec + node.data_offset, bio.nr, piece)

@@ -150,3 +150,31 @@ def test_raid1_read_balance_sees_the_members_busy_as_the_trace_served_them():
     c = (out.action == ACT_COMPLETE) & (out.dev == vda)
     assert out.time_ns[c].tolist() == [100_000, 1_100_000]
     assert vdb not in out.dev[d].tolist()
+
+
+def test_raid1_read_balance_sees_a_member_s_head_where_its_last_read_ended():
+    """``update_head_pos`` runs when a read completes (``raid1_end_read_request``), not when
+    it is submitted: with both members busy and no sequential member, ``choose_best_rdev``
+    takes the member whose last *completed* read ended nearest. vda finished 0+8 and is
+    reading 100000; vdb finished 300000+8 and is reading 10000; a read of 40000 goes to vda
+    (head 8), not to vdb, whose read in flight will leave its head at 10008 (7.3.4
+    p_r1_d2_fstrim: mount's metadata reads)."""
+    md, vda, vdb = make_dev(9, 0), make_dev(254, 0), make_dev(254, 16)
+    manifest = {"kernel": "6.12.117+deb13-amd64",
+                "stack": {"top": "9,0", "kind": "raid1", "members": ["254,0", "254,16"]},
+                "limits": {d: {"rotational": 1, "scheduler": "none", "max_sectors_kb": 1280}
+                           for d in ("9,0", "254,0", "254,16")},
+                "devices": {"md0": "9,0", "vda": "254,0", "vdb": "254,16"}}
+    stack = stack_from_manifest(manifest)
+    table = _traced(_md_read(0, 1, 0, md, vda, 50_000)
+                    + _md_read(100_000, 1, 100000, md, vda, 10_000_000)
+                    + _md_read(200_000, 2, 300000, md, vdb, 200_000)
+                    + _md_read(500_000, 2, 10000, md, vdb, 10_000_000)
+                    + _md_read(600_000, 3, 40000, md, vda, 100_000))
+    out = replay(bios_from_table(table, md, stack=stack), stack,
+                 preset_for_kernel(manifest["kernel"]))
+    d = out.action == ACT_ISSUE
+    assert sorted(zip(out.time_ns[d].tolist(), out.dev[d].tolist(), out.sector[d].tolist(),
+                      strict=True))[-1][1:] == (vda, 40000)
+    assert [s for dv, s in zip(out.dev[d].tolist(), out.sector[d].tolist(), strict=True)
+            if dv == vdb] == [300000, 10000]
