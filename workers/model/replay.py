@@ -463,9 +463,10 @@ def _after_md_write_start(table: EventTable, rows: npt.NDArray[np.intp],
 
 
 def traced_service(table: EventTable, t0: int) -> npt.NDArray[np.int64]:
-    """Every request the trace shows a device serve: columns ``[dev, sector, nr, write, D, C]``
-    (times in ns since ``t0``), each D paired with the first C of the same request
-    (device, sector, size, direction) after it.
+    """Every request the trace shows a device serve: columns ``[dev, sector, nr, kind, D, C]``
+    (kind: 0 read, 1 write, 2 discard; times in ns since ``t0``), each D paired with the first
+    C of the same request (device, sector, size, kind) after it. A discard (RWBS ``D``, no
+    ``W``) is its own kind: neither a read nor a write of the same range.
 
     Under emulation a request's service is the host's I/O thread, which no device model
     predicts from sector and size; where the replay issues the request the trace shows, the
@@ -477,7 +478,9 @@ def traced_service(table: EventTable, t0: int) -> npt.NDArray[np.int64]:
     dev = table.dev.astype(np.int64).tolist()
     sec = table.sector.astype(np.int64).tolist()
     nr = table.nr_sectors.astype(np.int64).tolist()
-    wr = ((table.rwbs.astype(np.int64) & RWBS_WRITE) != 0).astype(np.int64).tolist()
+    rwbs = table.rwbs.astype(np.int64)
+    wr = np.where((rwbs & RWBS_DISCARD) != 0, 2,
+                  ((rwbs & RWBS_WRITE) != 0).astype(np.int64)).tolist()
     order = np.argsort(table.time_ns, kind="stable")
     done: dict[tuple[int, int, int, int], list[int]] = {}
     for i in order[(act[order] == ACT_COMPLETE) & (table.nr_sectors[order] > 0)].tolist():

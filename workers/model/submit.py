@@ -629,9 +629,9 @@ class Engine:
         #: (:func:`workers.model.trace_plugs.kblockd_runs`), ascending
         self.placed = 0
         self.kblockd_at: list[int] = []
-        #: requests the trace shows served, (dev, sector, nr, write) -> [[D, C], ...], for a
+        #: requests the trace shows served, (dev, sector, nr, kind) -> [[D, C], ...], for a
         #: replay on the trace's clock (see ``traced_completion``); None: the device model
-        self.served: dict[tuple[int, int, int, bool], list[list[int]]] | None = None
+        self.served: dict[tuple[int, int, int, int], list[list[int]]] | None = None
         #: dm-crypt's write thread (:meth:`crypt_queue`): per member device, the trace's plug
         #: sessions still to come (:func:`workers.model.crypt_write.crypt_write_sessions`),
         #: and the encrypted pieces waiting in ``cc->write_tree``, (sector, nr) -> clones
@@ -652,8 +652,8 @@ class Engine:
     def set_traced_service(self, served: npt.NDArray[np.int64]) -> None:
         """Take the trace's served requests (:func:`workers.model.replay.traced_service`)."""
         self.served = {}
-        for dev, sec, nr, w, d, c in served.T.tolist():
-            self.served.setdefault((dev, sec, nr, bool(w)), []).append([d, c])
+        for dev, sec, nr, kind, d, c in served.T.tolist():
+            self.served.setdefault((dev, sec, nr, kind), []).append([d, c])
 
     def traced_completion(self, dev: int, rq: Request, t: int) -> int | None:
         """When a request the replay issues at ``t`` completes, where the trace shows the same
@@ -667,7 +667,8 @@ class Engine:
         write phase of its stripe out of the traced raid5d session that wrote it (the row
         is then written whole with later blocks instead of once for the early one)."""
         assert self.served is not None
-        occ = self.served.get((dev, rq.sector, rq.nr, rq.op != OP_READ))
+        kind = 2 if is_discard_op(rq.op) else int(rq.op != OP_READ)  # as traced_service's
+        occ = self.served.get((dev, rq.sector, rq.nr, kind))
         if not occ:
             return None
         k = min(range(len(occ)), key=lambda j: abs(occ[j][0] - t))

@@ -178,3 +178,38 @@ def test_raid1_read_balance_sees_a_member_s_head_where_its_last_read_ended():
                       strict=True))[-1][1:] == (vda, 40000)
     assert [s for dv, s in zip(out.dev[d].tolist(), out.sector[d].tolist(), strict=True)
             if dv == vdb] == [300000, 10000]
+
+
+def test_the_traces_service_keeps_discards_apart_from_writes_and_reads():
+    """A blktrace discard is ``D`` without ``W``: ``traced_service`` keys it as its own kind,
+    and a discard the replay issues takes the trace's discard of that range, not the write of
+    the same range after it (7.3.4 p_r1_d2_fstrim: mkfs's discard of block 0 at 9 ms took the
+    C of the superblock write at 288 ms, and each later write of block 0 the next one's).
+    """
+    from workers.model.replay import traced_service
+
+    md, vda, vdb = make_dev(9, 0), make_dev(254, 0), make_dev(254, 16)
+    manifest = {"kernel": "6.12.117+deb13-amd64",
+                "stack": {"top": "9,0", "kind": "raid1", "members": ["254,0", "254,16"]},
+                "limits": {d: {"rotational": 1, "scheduler": "none", "max_sectors_kb": 1280}
+                           for d in ("9,0", "254,0", "254,16")},
+                "devices": {"md0": "9,0", "vda": "254,0", "vdb": "254,16"}}
+    stack = stack_from_manifest(manifest)
+    rows = []
+    for t0, rw, pid, c_after in ((0, "DS", 1, 400_000), (1_000_000, "WS", 2, 100_000)):
+        rows.append((t0, md, ACT_QUEUE, rw, 0, 8, pid))
+        for m in (vda, vdb):
+            rows += [(t0 + 1000, m, ACT_REMAP, rw, 0, 8, pid),
+                     (t0 + 2000, m, ACT_QUEUE, rw, 0, 8, pid),
+                     (t0 + 3000, m, ACT_GETRQ, rw, 0, 8, pid),
+                     (t0 + 4000, m, ACT_ISSUE, rw, 0, 8, pid),
+                     (t0 + c_after, m, ACT_COMPLETE, rw, 0, 8, 0)]
+        rows.append((t0 + c_after + 1000, md, ACT_COMPLETE, rw, 0, 8, 0))
+    table = _traced(sorted(rows, key=lambda r: r[0]))
+    served = traced_service(table, 0)
+    assert sorted(served[3].tolist()) == [1, 1, 2, 2]  # kind: 2 discard, 1 write
+    bios = bios_from_table(table, md, stack=stack)
+    assert bios.depth == 0
+    out = replay(bios, stack, preset_for_kernel(manifest["kernel"]))
+    c = (out.action == ACT_COMPLETE) & (out.dev == vda)
+    assert out.time_ns[c].tolist() == [400_000, 1_100_000]
