@@ -271,12 +271,16 @@ def untraced_fua_writes(table: EventTable, stack: Stack) -> npt.NDArray[np.int64
     Such a D (a write with none of :data:`_RQ_BIRTH` at its device and sector since that
     sector's last D or C: no Q, A, G, I, F or R) on the top disk, or on a raid0 member (mapped back with
     :func:`raid0_unmap`), is taken as the bio the trace lost: REQ_FUA, the D's flags, and
-    REQ_PREFLUSH where the submitter's member flushes above have no top flush. Other stacks
-    (raid1/raid10 copies, parity) are left as they are.
+    REQ_PREFLUSH where the submitter's member flushes above have no top flush. On raid1 one
+    such bio is a D on every member at the same sector (``raid1_write_request`` clones it to
+    each, less ``data_offset``): the first member's D is the bio, the other members' Ds of
+    that sector and size after it are its clones (7.3.4 p_r1_d2_fstrim: jbd2's commit blocks,
+    the members' flushes Q FW by jbd2, then D WSM on vda and vdb, then their post-flushes).
+    Other stacks (raid10 copies, parity) are left as they are.
     """
     out = np.zeros((6, 0), np.int64)
     top = stack.top
-    if top.kind not in ("disk", "raid0") or not table.time_known or not len(table):
+    if top.kind not in ("disk", "raid0", "raid1") or not table.time_known or not len(table):
         return out
     member_of = {top.dev: -1} if top.kind == "disk" else \
         {m.dev: i for i, m in enumerate(top.members) if m.kind == "disk"}
@@ -337,10 +341,21 @@ def untraced_fua_writes(table: EventTable, stack: Stack) -> npt.NDArray[np.int64
     sizes = [top.member_size(i) for i in range(len(top.members))] if top.kind == "raid0" \
         else []
     rows: list[tuple[int, int, int, int, int, int]] = []
+    #: raid1: (top sector, sectors) -> the members whose clone of the last such bio was seen
+    clones: dict[tuple[int, int], set[int]] = {}
     for r in orphans[np.argsort(t[orphans], kind="stable")].tolist():
         idx = member_of[int(table.dev[r])]
         sector: int | None = int(table.sector[r])
-        if idx >= 0:
+        if idx >= 0 and top.kind == "raid1":
+            sector = int(table.sector[r]) - top.data_offset
+            if sector < 0:
+                continue
+            seen = clones.get((sector, int(table.nr_sectors[r])))
+            if seen is not None and idx not in seen:
+                seen.add(idx)  # another member's clone of the bio already taken
+                continue
+            clones[(sector, int(table.nr_sectors[r]))] = {idx}
+        elif idx >= 0:
             msec = int(table.sector[r]) - top.data_offset
             sector = raid0_unmap(idx, msec, top.chunk_sectors, sizes,
                                  top.layout or "orig") if msec >= 0 else None

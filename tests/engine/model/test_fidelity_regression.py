@@ -55,9 +55,9 @@ CALIBRATION = {
     # dispatched them all (probe capture; was 0.886: each piece's disk bio right after its D)
     "6.12.117+deb13-amd64/p_loop_dio_ddw1M": 1.000,
     # raid1 cuts bios at its 64 MiB barrier units (mkfs's and fstrim's discards), and
-    # read_balance sees the members busy as the trace served them, each head where its last
-    # completed read ended (probe capture, distribution; was 0.906)
-    "6.12.117+deb13-amd64/p_r1_d2_fstrim": 0.998,
+    # read_balance sees the members busy as the trace served them (a discard its own kind),
+    # each head where its last completed read ended (probe capture, distribution; was 0.906)
+    "6.12.117+deb13-amd64/p_r1_d2_fstrim": 1.000,
     # the dd buffer's memory runs read from the disk's max_segments splits (X: 992 = 124
     # pages in 62 segments; was 0.000)
     "6.12.117+deb13-amd64/seg62_disk_dd512k": 1.000,
