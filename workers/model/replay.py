@@ -107,6 +107,7 @@ from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
 from workers.model.stack import RAID456, Stack, all_limits, raid5_map, raid6_map
 from workers.model.submit import (
     EV_COMPLETE,
+    EV_QUEUE_BATCH,
     EV_RAID5D,
     EV_RAID5D_END,
     EV_UNIT,
@@ -118,6 +119,7 @@ from workers.model.submit import (
 )
 from workers.model.trace_plugs import (
     kblockd_runs,
+    queue_batch_unplugs,
     mark_unplugged,
     plugs_from_issue_state,
     plugs_from_md_unplugs,
@@ -290,6 +292,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
                                    bio_of)
         if sleeps:
             meta["sleeps"] = sleeps
+        batches = queue_batch_unplugs(table, rows, top_dev, int(table.time_ns[rows].min()))
+        if batches:
+            meta["batch_unplugs"] = batches
     mirror = _mirror_read_choices(table, top_dev)
     if len(mirror[0]):
         meta["mirror_reads"] = mirror
@@ -928,6 +933,14 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     pid_l = pid.tolist()
     plug_l = plug.tolist()
     time_l = time_ns.tolist()
+    batches = bios.meta.get("batch_unplugs")
+    if batches and interleave and not bios.app_io:
+        # threads racing on the trace's clock: each queue's batch of a thread's plug flush
+        # goes out when the trace shows that thread getting to it (Engine.traced_batch_time)
+        q_times: dict[int, list[int]] = {}
+        for p_, t_ in zip(pid_l, time_l):
+            q_times.setdefault(p_, []).append(t_)
+        eng.set_batch_unplugs(batches, q_times)
     last_key: dict[int, int] = {}
     for i in range(n):
         p = pid_l[i]
@@ -997,6 +1010,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         if kind == EV_RAID5D_END:
             eng.now = max(eng.now, t)
             eng.end_raid5d_session(payload)
+            continue
+        if kind == EV_QUEUE_BATCH:
+            eng.now = max(eng.now, t)
+            eng.hand_batch(*payload)  # a plug flush's later queue (Engine.traced_batch_time)
             continue
         if kind == EV_BIO:
             # the next bio of a unit whose thread other threads' bios interleave with

@@ -184,6 +184,9 @@ EV_UNIT = 1
 EV_RAID5D = 3
 #: raid5d's plug session ends (``blk_finish_plug``): ``Engine.end_raid5d_session``
 EV_RAID5D_END = 4
+#: one queue's batch of a plug flush handed over when the trace shows it (its U):
+#: ``Engine.hand_batch`` (see ``Engine.traced_batch_time``)
+EV_QUEUE_BATCH = 6
 
 
 #: Stacked kinds whose empty flush goes to every member (md_flush_request; dm's
@@ -632,6 +635,11 @@ class Engine:
         #: requests the trace shows served, (dev, sector, nr, kind) -> [[D, C], ...], for a
         #: replay on the trace's clock (see ``traced_completion``); None: the device model
         self.served: dict[tuple[int, int, int, int], list[list[int]]] | None = None
+        #: per (thread, queue) the trace's explicit U of each plug flush's batch for that
+        #: queue, ascending, and per thread its Q times on the top device (see
+        #: ``traced_batch_time``); empty: every batch goes out with the flush
+        self.batch_unplugs: dict[tuple[int, int], list[int]] = {}
+        self.q_times: dict[int, list[int]] = {}
         #: dm-crypt's write thread (:meth:`crypt_queue`): per member device, the trace's plug
         #: sessions still to come (:func:`workers.model.crypt_write.crypt_write_sessions`),
         #: and the encrypted pieces waiting in ``cc->write_tree``, (sector, nr) -> clones
@@ -654,6 +662,42 @@ class Engine:
         self.served = {}
         for dev, sec, nr, kind, d, c in served.T.tolist():
             self.served.setdefault((dev, sec, nr, kind), []).append([d, c])
+
+    def set_batch_unplugs(self, unplugs: Mapping[int, Mapping[int, npt.ArrayLike]],
+                          q_times: Mapping[int, list[int]]) -> None:
+        """Take the trace's per-queue U of each thread's plug flushes
+        (:func:`workers.model.trace_plugs.queue_batch_unplugs`) and the threads' Q times."""
+        self.batch_unplugs = {(int(p), int(d)): sorted(np.asarray(ts, np.int64).tolist())
+                              for p, per in unplugs.items() for d, ts in per.items()}
+        self.q_times = {int(p): sorted(ts) for p, ts in q_times.items()}
+
+    def traced_batch_time(self, pid: int, dev: int) -> int | None:
+        """When the trace shows thread ``pid``'s plug flush hand queue ``dev`` its batch.
+
+        ``blk_mq_flush_plug_list`` hands a plug that holds several queues' requests over one
+        queue at a time (``blk_mq_dispatch_plug_list``: the requests of the first request's
+        hctx, ``trace_block_unplug`` with their count, ``blk_mq_insert_requests`` or
+        ``blk_mq_try_issue_list_directly``; then the next queue's). The thread does that in
+        its own context, and the trace's U of each batch says when it got to that queue:
+        under emulation not at once (6.1.0-57 p_r0_d3_c64_writeback_16M: sync's flush-on-add
+        at 17.8 ms gave 254,32 its request at 17.8 ms, 254,16 at 19.2 ms and 254,0 at
+        22.3 ms, each once the previous batch's request had completed and its bios had
+        ended on that CPU; meanwhile the flusher's requests reached 254,0 first). The batch's
+        U is the first not yet used U of ``pid`` on ``dev`` from the thread's latest Q (the
+        bio inside whose submission the flush runs, or the last one of a finished plug) up
+        to its next one; None where the trace has none there (the direct path of one queue
+        traces no U before 6.12)."""
+        us = self.batch_unplugs.get((pid, dev))
+        if not us:
+            return None
+        qt = self.q_times.get(pid, [])
+        k = bisect.bisect_right(qt, self.now) - 1
+        lo = qt[k] if k >= 0 else 0
+        hi = qt[k + 1] if k + 1 < len(qt) else None
+        j = bisect.bisect_left(us, lo)
+        if j >= len(us) or (hi is not None and us[j] >= hi):
+            return None
+        return us.pop(j)
 
     def traced_completion(self, dev: int, rq: Request, t: int) -> int | None:
         """When a request the replay issues at ``t`` completes, where the trace shows the same
@@ -2510,17 +2554,32 @@ class Engine:
         """
         trace_direct = self.policy.unplug_trace == "always"
         act = ACT_UNPLUG_TIMER if from_schedule else ACT_UNPLUG_IO
+        later = self.now  # a queue's batch goes no earlier than the one before it
         for g in groups:
-            queue = self.queues[g.dev]
-            if plugged and g.requests and (trace_direct or not g.direct):
-                self.ev(g.dev, g.requests[0].pid, act, RWBS_NONE, 0, 0, aux=len(g.requests))
-            for rq in g.requests:
-                if queue.has_elevator:
-                    self.ev(rq.dev, rq.pid, ACT_INSERT, rq.rwbs, rq.sector, rq.nr)
-                if not queue.insert(rq, self.now):
-                    self.alloc[g.dev] -= 1  # merged into a queued request and freed
-            self.kick(g.dev, self.now)
-            self.tick()
+            traced = plugged and g.requests and (trace_direct or not g.direct)
+            if traced and not from_schedule and self.batch_unplugs:
+                at = self.traced_batch_time(g.requests[0].pid, g.dev)
+                later = max(later, at if at is not None else later)
+                if later > self.now:
+                    # the thread gets to this queue later (traced_batch_time)
+                    self.hseq += 1
+                    heapq.heappush(self.uheap, (later, self.hseq, EV_QUEUE_BATCH, (g, act)))
+                    continue
+            self.hand_batch(g, act if traced else None)
+
+    def hand_batch(self, g: FlushGroup, act: int | None) -> None:
+        """One queue's batch of a plug flush: U (``act``, None for an untraced flush) with the
+        count, I with an elevator, then dispatch."""
+        queue = self.queues[g.dev]
+        if act is not None:
+            self.ev(g.dev, g.requests[0].pid, act, RWBS_NONE, 0, 0, aux=len(g.requests))
+        for rq in g.requests:
+            if queue.has_elevator:
+                self.ev(rq.dev, rq.pid, ACT_INSERT, rq.rwbs, rq.sector, rq.nr)
+            if not queue.insert(rq, self.now):
+                self.alloc[g.dev] -= 1  # merged into a queued request and freed
+        self.kick(g.dev, self.now)
+        self.tick()
 
     def kick(self, dev: int, t: int) -> None:
         """Dispatch while driver tags are free (D), scheduling completions (a loop device's

@@ -50,6 +50,32 @@ _PLUG_FLUSH_SECTORS = 256
 _PLUG_RECORDING_FORMATS = frozenset({"blktrace", "blkparse"})
 
 
+def queue_batch_unplugs(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int,
+                        t0: int) -> dict[int, dict[int, npt.NDArray[np.int64]]]:
+    """Per thread that queues bios on ``top_dev``, and per queue below it: the times (ns since
+    ``t0``) of its explicit U events there, ascending.
+
+    ``blk_mq_flush_plug_list`` hands a plug holding several queues' requests over queue by
+    queue (``blk_mq_dispatch_plug_list``), tracing ``trace_block_unplug(q, depth,
+    !from_schedule)`` for each batch: an explicit U (not UT) on a member is when the flushing
+    thread got to that member (:meth:`workers.model.submit.Engine.traced_batch_time`). A
+    member's U from another task (raid5d's, kblockd's) is not the submitting thread's and is
+    left out, as are U on the top device (md's own ``raid5_unplug``).
+    """
+    out: dict[int, dict[int, npt.NDArray[np.int64]]] = {}
+    if not len(q_rows):
+        return out
+    u = (table.action == ACT_UNPLUG_IO) & (table.dev != top_dev)
+    if not bool(np.any(u)):
+        return out
+    tm = table.time_ns.astype(np.int64)
+    for p in np.unique(table.pid[q_rows]).tolist():
+        mine = u & (table.pid == p)
+        for d in np.unique(table.dev[mine]).tolist():
+            out.setdefault(int(p), {})[int(d)] = np.sort(tm[mine & (table.dev == d)]) - t0
+    return out
+
+
 def mark_unplugged(table: EventTable, q_rows: npt.NDArray[np.intp],
                     plug: npt.NDArray[np.int64],
                     no_plug: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int64]:
