@@ -119,11 +119,11 @@ from workers.model.submit import (
 )
 from workers.model.trace_plugs import (
     kblockd_runs,
-    queue_batch_unplugs,
     mark_unplugged,
     plugs_from_issue_state,
     plugs_from_md_unplugs,
     plugs_from_workload,
+    queue_batch_unplugs,
     unmergeable_writes,
 )
 

@@ -640,6 +640,8 @@ class Engine:
         #: ``traced_batch_time``); empty: every batch goes out with the flush
         self.batch_unplugs: dict[tuple[int, int], list[int]] = {}
         self.q_times: dict[int, list[int]] = {}
+        #: per thread, when the trace shows it handing over the last batch of its latest flush
+        self.batch_until: dict[int, int] = {}
         #: dm-crypt's write thread (:meth:`crypt_queue`): per member device, the trace's plug
         #: sessions still to come (:func:`workers.model.crypt_write.crypt_write_sessions`),
         #: and the encrypted pieces waiting in ``cc->write_tree``, (sector, nr) -> clones
@@ -2557,10 +2559,16 @@ class Engine:
         later = self.now  # a queue's batch goes no earlier than the one before it
         for g in groups:
             traced = plugged and g.requests and (trace_direct or not g.direct)
-            if traced and not from_schedule and self.batch_unplugs:
-                at = self.traced_batch_time(g.requests[0].pid, g.dev)
-                later = max(later, at if at is not None else later)
+            if plugged and g.requests and self.batch_unplugs:
+                pid = g.requests[0].pid
+                # nor before the thread's previous flush is done (it hands the batches over
+                # in its own context, one after another)
+                at = self.traced_batch_time(pid, g.dev) \
+                    if traced and not from_schedule else None
+                later = max(later, at if at is not None else later,
+                            self.batch_until.get(pid, later))
                 if later > self.now:
+                    self.batch_until[pid] = later
                     # the thread gets to this queue later (traced_batch_time)
                     self.hseq += 1
                     heapq.heappush(self.uheap, (later, self.hseq, EV_QUEUE_BATCH, (g, act)))

@@ -85,6 +85,10 @@ CALIBRATION = {
     # and rows of a chunk went out of order, their blocks unmerged (was 0.510; probe cell,
     # first 9 of 48 writes)
     "6.12.117+deb13-amd64/p_r5_d6_c128_ddw200k_head": 1.000,
+    # buffered writeback through raid0 by sync and the flusher: each queue's batch of a plug
+    # flush goes out at the trace's U of it (sync reached 254,0 after the flusher's request;
+    # was 0.574; the cut leaves sync's last request in its plug, D'd after 23 ms in the trace)
+    "6.1.0-57-amd64/r0_d3_c64_writeback_18M_head": 0.963,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
