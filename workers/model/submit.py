@@ -2556,19 +2556,20 @@ class Engine:
         """
         trace_direct = self.policy.unplug_trace == "always"
         act = ACT_UNPLUG_TIMER if from_schedule else ACT_UNPLUG_IO
-        later = self.now  # a queue's batch goes no earlier than the one before it
+        before = dict(self.batch_until)
         for g in groups:
             traced = plugged and g.requests and (trace_direct or not g.direct)
             if plugged and g.requests and self.batch_unplugs:
                 pid = g.requests[0].pid
-                # nor before the thread's previous flush is done (it hands the batches over
-                # in its own context, one after another)
+                # at the trace's U of this queue's batch (the trace's order of the queues
+                # where the replay's plug order differs), and not before the thread's
+                # previous flush is done (it hands the batches over in its own context)
                 at = self.traced_batch_time(pid, g.dev) \
                     if traced and not from_schedule else None
-                later = max(later, at if at is not None else later,
-                            self.batch_until.get(pid, later))
+                later = max(self.now, at if at is not None else self.now,
+                            before.get(pid, self.now))
                 if later > self.now:
-                    self.batch_until[pid] = later
+                    self.batch_until[pid] = max(later, self.batch_until.get(pid, later))
                     # the thread gets to this queue later (traced_batch_time)
                     self.hseq += 1
                     heapq.heappush(self.uheap, (later, self.hseq, EV_QUEUE_BATCH, (g, act)))
