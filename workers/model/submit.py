@@ -1084,9 +1084,13 @@ class Engine:
         first read to the first member, where the kernel's probe had moved that member's head
         away and ``is_sequential`` (``head_position == r1_bio->sector``) kept the idle second
         member (7.2 r1_d2_dd1M: every read on vdb). The member the trace's first read went to
-        (its A event) has its head there; the others are taken to be elsewhere (no position
-        any read starts at, and far from all). Only the start is seeded: every later choice
-        follows the rules, so a what-if of ``md_read_balance`` still changes it.
+        (its A event) has its head there; the others keep ``setup_conf``'s head_position 0
+        (nothing says a read reached them: blkdiscard's own blkid probe of a new raid1 reads
+        the array's start from the second member, 6.18.15 p2_r1_d2_blkdiscard), except a
+        member the scan would have stopped at before the chosen one (a first read of sector
+        0), taken to be elsewhere (no position any read starts at, and far from all). Only
+        the start is seeded: every later choice follows the rules, so a what-if of
+        ``md_read_balance`` still changes it.
         """
         st = self.mirrors.get(node.dev)
         if st is None:
@@ -1095,8 +1099,18 @@ class Engine:
                   if m.dev == member_dev and i not in node.failed]
         if not chosen:
             return
+        c = chosen[0]
         for i in range(len(node.members)):
-            pos = sector if i == chosen[0] else _HEAD_ELSEWHERE
+            if i == c:
+                pos = sector
+            elif sector == 0 and i < c:
+                # head 0 here would have made this member sequential for a read at 0,
+                # and the scan would have stopped at it before reaching the chosen one
+                pos = _HEAD_ELSEWHERE
+            else:
+                # raid1's setup_conf: head_position 0 (next_seq_sect 0 from kzalloc) until a
+                # read completes on the member; nothing in the trace says it moved
+                pos = 0
             st.head[i] = pos
             st.next_seq[i] = pos
 

@@ -89,6 +89,10 @@ CALIBRATION = {
     # flush goes out at the trace's U of it (sync reached 254,0 after the flusher's request;
     # was 0.574; the cut leaves sync's last request in its plug, D'd after 23 ms in the trace)
     "6.1.0-57-amd64/r0_d3_c64_writeback_18M_head": 0.963,
+    # raid1 read_balance seeded from the trace's first read: a member no read had reached
+    # keeps head_position 0 (setup_conf), so blkdiscard's blkid probe reading the array's
+    # start goes to the second member (is_sequential; was 0.647: probe cell)
+    "6.18.15+deb13-amd64/p2_r1_d2_blkdiscard": 1.000,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,

@@ -102,6 +102,33 @@ def test_raid1_starts_from_the_member_the_traces_first_read_went_to():
     assert len(issued(idle, m[0])) == 4
 
 
+def test_raid1_members_no_read_reached_keep_their_head_at_zero():
+    """The trace's first read (the array's end) went to member 0, as on a fresh array; member
+    1 keeps ``head_position`` 0 from ``setup_conf``, so a later read of the array's start is
+    sequential there (``is_sequential``) and goes to member 1, and the next one follows it
+    (``next_seq_sect``); a read elsewhere goes back to the first idle member. blkdiscard's
+    blkid probe of a new raid1 (6.18.15 and 7.3.4 p2_r1_d2_blkdiscard: its reads of sectors
+    0, 8 and 16 on vdb). Were member 1's head taken as unknown, every read went to member 0."""
+    stack = stack_from_spec("raid1:disks=2")
+    m = stack.top.members
+
+    def issued(table, node):
+        r = (table.action == ACT_ISSUE) & (table.dev == node.dev)
+        return table.sector[r].tolist()
+
+    end = 2092928
+    out = replay(_stream([end, 0, 8, 5000], 8, hint=[[end], [m[0].dev]]), stack,
+                 preset_for_kernel("6.18"))
+    off = stack.top.data_offset
+    assert issued(out, m[1]) == [off + 0, off + 8]
+    assert issued(out, m[0]) == [off + end, off + 5000]
+    # a first read at 0 on member 1: member 0's head cannot have been at 0 (it would have
+    # been sequential first), so it is taken as elsewhere, and the stream stays on member 1
+    out = replay(_stream([0, 8, 5000], 8, hint=[[0], [m[1].dev]]), stack,
+                 preset_for_kernel("6.18"))
+    assert issued(out, m[0]) == [off + 5000] and issued(out, m[1]) == [off + 0, off + 8]
+
+
 def _traced(rows: list[tuple[int, int, int, str, int, int, int]]) -> EventTable:
     """rows: (time, dev, action, rwbs text, sector, nr, pid)."""
     t, dev, act, rw, sec, nr, pid = zip(*rows, strict=True)
