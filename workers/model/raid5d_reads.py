@@ -84,6 +84,32 @@ def write_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: 
     return got[0] if got is not None else None
 
 
+def dirtying_read_plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp],
+                                stack: Stack | None) -> dict[int, list[int]] | None:
+    """Per stripe row raid5d wrote, the plug sessions (numbered as
+    :func:`write_plug_sessions` numbers them) of raid5d's reads of that row: the reads a
+    write's handling starts before it can write (``handle_stripe_dirtying``: a
+    read-modify-write's old data and parity, a reconstruct-write's data blocks the write
+    leaves alone, submitted by ``ops_run_io`` under raid5d's plug), one per handling.
+
+    The writer races raid5d as for :func:`write_plug_sessions`: raid5d that gets the CPU
+    after the first rows of a write filled up writes them and finishes its plug
+    (``blk_finish_plug`` at the end of ``raid5d``) before it gets to the rows the write
+    leaves half written, whose reads then go out in raid5d's next session, with the rows it
+    writes there (7.3, ``dd bs=256k`` to a 4 x 64k raid5: rows 4096/4104 written alone,
+    the reconstruct-write reads of rows 4224..4344 on members 1 and 0 in the next session
+    with rows 4112..4216). Which session read the row is the trace's; its clock is not
+    needed. None where the top is not raid4/5/6, times are unknown, or raid5d read nothing
+    for a row it wrote.
+    """
+    reads = _plug_sessions(table, q_rows, stack, write=False)
+    writes = _plug_sessions(table, q_rows, stack, write=True)
+    if reads is None or writes is None:
+        return None
+    out = {row: s for row, s in reads[0].items() if row in writes[0]}
+    return out or None
+
+
 def write_plug_sleeps(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | None
                       ) -> dict[tuple[int, int], dict[int, int]] | None:
     """Where raid5d went to sleep inside one of its member writes, by order alone: per
@@ -194,4 +220,5 @@ def _plug_sessions(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack
     return sessions, (slept if sleeps else {})
 
 
-__all__ = ["read_plug_sessions", "write_plug_sessions", "write_plug_sleeps"]
+__all__ = ["dirtying_read_plug_sessions", "read_plug_sessions", "write_plug_sessions",
+           "write_plug_sleeps"]

@@ -92,6 +92,7 @@ from workers.model.own_requests import (
 from workers.model.plug import F_IDLE, F_SYNC, F_UNMERGEABLE, Bio
 from workers.model.policy import Policy, parse_size
 from workers.model.raid5d_reads import (
+    dirtying_read_plug_sessions,
     read_plug_sessions,
     write_plug_sessions,
     write_plug_sleeps,
@@ -324,6 +325,9 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         write_sessions = write_plug_sessions(table, rows, stack)
         if write_sessions is not None:
             meta["raid5d_write_sessions"] = write_sessions
+        dirtying_sessions = dirtying_read_plug_sessions(table, rows, stack)
+        if dirtying_sessions is not None:
+            meta["raid5d_dirtying_read_sessions"] = dirtying_sessions
         write_sleeps = write_plug_sleeps(table, rows, stack)
         if write_sleeps is not None:
             meta["raid5d_write_sleeps"] = write_sleeps
@@ -806,7 +810,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         # raid5d's traced times are on the trace's clock: threads that wait for their I/O
         # (dd) run on the model's own clock, where those times mean nothing; which rows
         # raid5d read or wrote under one plug is still known (Engine.r5_read_session,
-        # Engine.r5_write_session)
+        # Engine.r5_write_session, Engine.r5_dirtying_session)
         runs = None
         read_sessions = bios.meta.get("raid5d_read_sessions")
         if isinstance(read_sessions, dict):
@@ -814,6 +818,10 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         write_sessions = bios.meta.get("raid5d_write_sessions")
         if isinstance(write_sessions, dict):
             eng.r5_write_session = write_sessions
+        dirtying_sessions = bios.meta.get("raid5d_dirtying_read_sessions")
+        if isinstance(dirtying_sessions, dict):
+            # and in which of them a write's handling read the row (Engine._start_reads)
+            eng.r5_dirtying_session = dirtying_sessions
         write_sleeps = bios.meta.get("raid5d_write_sleeps")
         if isinstance(write_sleeps, dict):
             # where raid5d slept inside a member write (Engine._sleep_by_order)

@@ -540,6 +540,10 @@ class Engine:
         #: the same for the rows raid5d wrote as full-stripe writes (write_plug_sessions)
         self.r5_write_session: dict[int, list[int]] = {}
         self.r5_write_count: dict[int, int] = {}
+        #: and for the reads a write's handling starts (rmw/rcw, dirtying_read_plug_sessions),
+        #: numbered as r5_write_session's, and how many of a row's the replay has started
+        self.r5_dirtying_session: dict[int, list[int]] = {}
+        self.r5_dirtying_count: dict[int, int] = {}
         #: stripe row -> raid5d's write walks of the row in the trace, one per handling that
         #: wrote it: (rank of the walk among all of raid5d's write walks, whether it wrote
         #: the next row in the same walk), used where raid5d's traced times are not
@@ -1975,9 +1979,35 @@ class Engine:
         self.r5_preread_active += 1
         sh.phase = 1
         self._took_handling(sh)
+        self._traced_dirtying_plug(sh)
         self.r5_reading[(sh.node.dev, sh.msec)] = sh
         for i in reads:
             self._stripe_bio(sh, i, OP_READ, RWBS_READ)
+
+    def _traced_dirtying_plug(self, sh: R5Stripe) -> None:
+        """raid5d's plug is finished before a write's reads (``handle_stripe_dirtying`` ->
+        ``ops_run_io``) that the trace shows raid5d submitting in a later plug session than
+        the one its plug holds (``r5_dirtying_session``, numbered as ``r5_write_session``:
+        a synchronous writer on the model's own clock, by order alone), as
+        :meth:`_stripe_writes` does for a write.
+
+        The writer (a direct-I/O ``dd``, no plug md holds) adds a bio's rows one by one while
+        raid5d may already hold the CPU: raid5d writes the full rows it finds, finds its
+        lists empty and finishes its plug (``blk_finish_plug`` at the end of ``raid5d``);
+        the rows the bio leaves half written come after, and their reads go out in its next
+        session, ahead of the rows written there. Left in the first session's plug, such a
+        read meets that session's write on its member first (``blk_attempt_plug_merge``
+        tries the plug's newest request, then the oldest of its own queue) and the row's
+        reads do not merge with each other (7.3, ``dd bs=256k`` to a 4 x 64k raid5 of 4 KiB
+        blocks: 8320+128 read as sixteen 4 KiB requests behind 8192+16)."""
+        if not self.r5_dirtying_session or sh.node is not self.stack.top:
+            return
+        k = self._nth_traced_session(self.r5_dirtying_session, self.r5_dirtying_count,
+                                     sh.msec)
+        if self.r5_plug_session >= 0 and k >= 0 and k != self.r5_plug_session:
+            self._finish_raid5d_plug()
+        if k >= 0:
+            self.r5_plug_session = k
 
     @staticmethod
     def _dirtying_reads(sh: R5Stripe) -> list[int]:

@@ -93,6 +93,10 @@ CALIBRATION = {
     # keeps head_position 0 (setup_conf), so blkdiscard's blkid probe reading the array's
     # start goes to the second member (is_sequential; was 0.647: probe cell)
     "6.18.15+deb13-amd64/p2_r1_d2_blkdiscard": 1.000,
+    # a write's reconstruct-write reads go into the raid5d plug session the trace shows them
+    # in, after the first rows' session was finished (was 0.453; probe-2 cell, lbs 4096, its
+    # 25th and 26th writes)
+    "7.3.4+deb13-amd64/p2_lbs4k_r5_d4_c64_ddw256k": 1.000,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
