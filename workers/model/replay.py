@@ -911,12 +911,13 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
     # sleeps taken to be inside a bio of a raid4/5/6 array, moved before it: the trace's UT
     sleeps_inside: dict[int, dict[int, int]] = dict(bios.meta.get("sleeps_inside") or {})
     # where kblockd's worker ran in the middle of a no-plug unit (trace_plugs.kblockd_runs)
-    kblockd_at: dict[int, list[int]] = {}
+    # (each queue at its own D: [i, k, dev])
+    kblockd_at: dict[int, list[tuple[int, int]]] = {}
     if not bios.app_io:
-        for i, k in np.asarray(bios.meta.get("kblockd_runs", np.zeros((0, 2))),
-                               np.int64).reshape(-1, 2).tolist():
-            kblockd_at.setdefault(i, []).append(k)
-    paused: dict[Unit, tuple[int, list[int]]] = {}
+        for i, k, d in np.asarray(bios.meta.get("kblockd_runs", np.zeros((0, 3))),
+                                  np.int64).reshape(-1, 3).tolist():
+            kblockd_at.setdefault(i, []).append((k, d))
+    paused: dict[Unit, tuple[int, list[tuple[int, int]]]] = {}
     if engine != "python":
         from workers.model import fast
 

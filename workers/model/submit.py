@@ -632,10 +632,10 @@ class Engine:
         self.deferred_flushes: list[int] | None = None
         self.kblockd_flushes: list[int] = []
         #: the running no-plug unit's requests placed so far (G or merge, any blk-mq device)
-        #: and the counts at which the trace shows kblockd's worker running in between
-        #: (:func:`workers.model.trace_plugs.kblockd_runs`), ascending
+        #: and the counts at which the trace shows kblockd's worker running a queue in
+        #: between, (count, dev) ascending (:func:`workers.model.trace_plugs.kblockd_runs`)
         self.placed = 0
-        self.kblockd_at: list[int] = []
+        self.kblockd_at: list[tuple[int, int]] = []
         #: requests the trace shows served, (dev, sector, nr, kind) -> [[D, C], ...], for a
         #: replay on the trace's clock (see ``traced_completion``); None: the device model
         self.served: dict[tuple[int, int, int, int], list[list[int]]] | None = None
@@ -2526,23 +2526,36 @@ class Engine:
     def preempted_by_kblockd(self) -> None:
         """Before a no-plug unit's next request is placed: where the trace shows kblockd's
         worker dispatching in the middle of the submission (it got the submitter's CPU at a
-        scheduler tick, ``sched_tick`` promoting the lazy resched its wakeup left;
-        :func:`workers.model.trace_plugs.kblockd_runs`), it runs the queues left to it now,
-        and what the thread inserts after that no longer merges with what went out."""
+        scheduler tick, ``sched_tick`` promoting the lazy resched its wakeup left, or it ran
+        on the CPU the submitter had left; :func:`workers.model.trace_plugs.kblockd_runs`),
+        it runs the queues whose D the trace shows by now, and what the thread inserts after
+        that no longer merges with what went out. Each hctx's ``run_work`` is its own work
+        item (``blk_mq_run_work_fn``), run one after another by the worker
+        (``process_scheduled_works``): a queue it has not got to yet still takes the thread's
+        merges (``dd_bio_merge``), so only the queues the trace shows dispatched go out here.
+        Queues the trace names that this replay does not have (another stack) run all that
+        was left to kblockd, as one worker pass."""
         at = self.kblockd_at
-        if at and at[0] <= self.placed:
-            while at and at[0] <= self.placed:
-                at.pop(0)
-            self.run_deferred()
+        if at and at[0][0] <= self.placed:
+            due: list[int] = []
+            while at and at[0][0] <= self.placed:
+                due.append(at.pop(0)[1])
+            self.run_deferred(None if any(d not in self.queues for d in due) else due)
         self.placed += 1
 
-    def run_deferred(self) -> None:
+    def run_deferred(self, devs: list[int] | None = None) -> None:
         """kblockd runs the flush requests queued to it, then the hardware queues
-        :meth:`insert_async` left to it, in queue order."""
+        :meth:`insert_async` left to it, in queue order (``devs``: only those queues, in
+        that order, the order the trace shows the worker running them; the others stay left
+        to it)."""
         flushes, self.kblockd_flushes = self.kblockd_flushes, []
         for dev in flushes:
             self._flush_request(dev, 0)
-        runs, self.deferred_runs = self.deferred_runs, []
+        if devs is None:
+            runs, self.deferred_runs = self.deferred_runs, []
+        else:
+            runs = [d for d in dict.fromkeys(devs) if d in self.deferred_runs]
+            self.deferred_runs = [d for d in self.deferred_runs if d not in devs]
         for dev in runs:
             self.kick(dev, self.now)
             self.tick()

@@ -181,15 +181,35 @@ def kblockd_runs(table: EventTable, q_rows: npt.NDArray[np.intp], plug: npt.NDAr
     requests on (G) or merged into (M), after the unit's first Q and before the thread's last
     G/M of the unit (7.3.4 q1_r5_d3_c128_dd512k: between dd's Q and G of a member piece).
 
-    Returns rows ``[i, k]``: before the ``k``-th request-level outcome (G or M, counted from
-    0, on any blk-mq device) of the unit whose first bio is ``i`` (an index into ``q_rows``),
-    kblockd runs the queues left to it (:meth:`workers.model.submit.Engine.run_deferred`).
-    Only for units flagged in ``no_plug``; empty without timestamps.
+    Each queue is read at its own D. The worker runs one work item at a time: every hctx has
+    its own ``run_work`` (``blk_mq_run_work_fn``), and ``process_scheduled_works`` takes them
+    off the pool's worklist one after another, each dispatching its queue
+    (``blk_mq_run_hw_queue`` -> ``blk_mq_sched_dispatch_requests`` -> ``dd_dispatch_request``,
+    which takes the request out of mq-deadline's sort tree and merge hash). Where the worker
+    preempted the submitter on its CPU, all its D's fall between the same two G/M of the
+    thread; where the submitter ran on meanwhile on another CPU (the scheduler moved dd off
+    the CPU whose worker it woke: 7.3.4 p2_q1_r10n2_d4_c64_dd1M, dd on CPU 1 from 27264 on,
+    kworker/0:0H running vda's, vdc's, vdb's and vdd's works on CPU 0), the thread's pieces
+    still merge (``dd_bio_merge``) into a queue's request until that queue's own work has
+    dispatched it, so a queue whose D comes after the thread's last G/M was not run inside
+    the unit at all.
+
+    Returns rows ``[i, k, dev]``: before the ``k``-th request-level outcome (G or M, counted
+    from 0, on any blk-mq device) of the unit whose first bio is ``i`` (an index into
+    ``q_rows``), kblockd runs ``dev``'s queue if it was left to it
+    (:meth:`workers.model.submit.Engine.preempted_by_kblockd`); the queues of one count in
+    the order of their first D there. That is the order the worker ran them, which the
+    order of their works on the worklist (the last insertion's, ``mod_delayed_work_on``
+    re-queueing a pending work at the tail) does not always give: a work the worker had
+    already taken off the list when the thread inserted again is queued anew, but the run
+    under way dispatches the new request too (7.3.4 p2_q1_r10n2_d4_c64_dd1M's first read:
+    dd inserted vda, vdc, vdb, vdd, vda again, and kworker/1:1H dispatched vda's two
+    requests first). Only for units flagged in ``no_plug``; empty without timestamps.
     """
-    out: list[tuple[int, int]] = []
+    out: list[tuple[int, int, int]] = []
     n = len(q_rows)
     if n == 0 or not table.time_known or not bool(np.any(no_plug)):
-        return np.zeros((0, 2), dtype=np.int64)
+        return np.zeros((0, 3), dtype=np.int64)
     act = table.action
     tm = table.time_ns.astype(np.int64)
     mq_devs = np.unique(table.dev[act == ACT_GETRQ])
@@ -223,9 +243,16 @@ def kblockd_runs(table: EventTable, q_rows: npt.NDArray[np.intp], plug: npt.NDAr
             # only queues this thread's unit put requests on
             devs = np.unique(table.dev[placed & (table.pid == p) & (tm >= t0) & (tm <= last)])
             sel &= np.isin(ddev, devs)
-            ks = np.unique(np.searchsorted(pt, dt[sel], side="left") - lo)
-            out.extend((i, int(k)) for k in ks.tolist())
-    return np.array(out, dtype=np.int64).reshape(-1, 2)
+            # each queue at its own D: the number of the thread's G/M before it; at one
+            # count in the order of their first D there (the order the worker ran them)
+            ks = np.searchsorted(pt, dt[sel], side="left") - lo
+            t_d = dt[sel]
+            first: dict[tuple[int, int], int] = {}
+            for k, d, td in zip(ks.tolist(), ddev[sel].tolist(), t_d.tolist(), strict=True):
+                first.setdefault((int(k), int(d)), int(td))
+            runs = sorted(first, key=lambda kd: (kd[0], first[kd]))
+            out.extend((i, k, d) for k, d in runs)
+    return np.array(out, dtype=np.int64).reshape(-1, 3)
 
 
 def plugs_from_md_unplugs(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int

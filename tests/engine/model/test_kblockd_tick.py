@@ -9,6 +9,10 @@ the CPU: it dispatches what was inserted by then (D by kworker/1:1H between dd's
 the pieces inserted after it go out alone. The trace shows where
 (:func:`workers.model.trace_plugs.kblockd_runs`); 7.3.4 q1_r5_d3_c128_dd512k 98.9% -> 100%,
 q1_r5_d4_c64_dd1M 87.4% -> 99.9%.
+
+Each queue goes out at its own D (p2_q1_r10n2_d4_c64_dd1M, 96.0% -> 99.2%): the worker runs
+one hctx's ``run_work`` after another, and where dd ran on meanwhile on another CPU its
+pieces still merged into the queues the worker had not got to yet.
 """
 
 from __future__ import annotations
@@ -82,14 +86,65 @@ def test_kblockd_run_read_from_a_d_by_another_task_inside_the_unit():
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == TOP))
     no_plug = np.ones(len(q), dtype=np.bool_)
     runs = kblockd_runs(table, q, np.full(len(q), -1, dtype=np.int64), no_plug)
-    # before dd's second request (G/M counted from 0): after vda's first piece
-    assert runs.tolist() == [[0, 1]]
+    # vda's queue before dd's second request (G/M counted from 0): after vda's first piece
+    assert runs.tolist() == [[0, 1, VDA]]
     # no D by another task before dd's last placement: nothing read
     table = _trace(False)
-    assert kblockd_runs(table, q, np.full(len(q), -1, dtype=np.int64), no_plug).shape == (0, 2)
+    assert kblockd_runs(table, q, np.full(len(q), -1, dtype=np.int64), no_plug).shape == (0, 3)
 
 
 def test_a_tick_inside_the_read_dispatches_the_first_piece_alone():
     # the worker ran after vda's first piece: it went out alone, and chunk 3 (vda 256) found
     # nothing to merge with
     assert _replayed_vda(_trace(True)) == [(0, 256), (256, 256)]
+
+
+def _merge(t: int, dev: int, sector: int) -> list[tuple[int, int, int, int, int, int]]:
+    """dd queues a 128 KiB member piece that back-merges into a queued request."""
+    return [(t, dev, ACT_QUEUE, sector, 256, DD), (t + 1, dev, ACT_BACKMERGE, sector, 256, DD)]
+
+
+def _worker_on_another_cpu() -> EventTable:
+    """One 1 MiB read of raid5 3 x 128k: chunks 0-7 go to vda 0, vdb 0, vdc 256, vda 256,
+    vdb 512, vdc 512, vda 768, vdb 768. dd moved to another CPU after chunk 5, and the worker
+    it woke on its old CPU runs the queues in the order of their last insertion (vda, vdc,
+    vdb) while dd goes on: vda's D before chunk 6, vdc's before chunk 7, vdb's after dd's last
+    piece, which still merged into vdb's request (as 7.3.4 p2_q1_r10n2_d4_c64_dd1M's read at
+    45056: kworker/0:0H's D on vda, vdc, vdb, vdd while dd on CPU 1 merged into vdb's and
+    vdd's requests)."""
+    rows = [(0, TOP, ACT_QUEUE, 0, 2048, DD)]
+    rows += _piece(10, VDA, 0) + _piece(20, VDB, 0) + _piece(30, VDC, 256)
+    rows += _merge(40, VDA, 256) + _piece(50, VDB, 512) + _merge(60, VDC, 512)
+    rows += [(65, VDA, ACT_ISSUE, 0, 512, KWORKER)]
+    rows += _piece(70, VDA, 768)
+    rows += [(75, VDC, ACT_ISSUE, 256, 512, KWORKER)]
+    rows += _merge(80, VDB, 768)
+    rows += [(90, VDB, ACT_ISSUE, 0, 256, KWORKER), (91, VDB, ACT_ISSUE, 512, 512, KWORKER),
+             (95, VDA, ACT_ISSUE, 768, 256, KWORKER)]
+    t, dev, act, sec, nr, pid = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    table = EventTable.from_columns(time_ns=t * 1000, dev=dev, action=act, sector=sec,
+                                    nr_sectors=nr, pid=pid,
+                                    rwbs=np.full(len(t), RWBS_READ))
+    table.meta["format"] = "blktrace"
+    return table
+
+
+def test_each_queue_is_read_at_its_own_d():
+    table = _worker_on_another_cpu()
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == TOP))
+    runs = kblockd_runs(table, q, np.full(len(q), -1, dtype=np.int64),
+                        np.ones(len(q), dtype=np.bool_))
+    # vda's run before dd's 7th outcome (chunk 6), vdc's before the 8th; vdb's D came after
+    # dd's last piece: not inside the read
+    assert runs.tolist() == [[0, 6, VDA], [0, 7, VDC]]
+
+
+def test_a_queue_the_worker_has_not_got_to_keeps_taking_merges():
+    bios = bios_from_table(_worker_on_another_cpu(), TOP)
+    out = replay(bios, STACK, preset_for_kernel("7.3.4"), engine="python")
+    # vda went out at its D (chunk 6 alone after it), vdc at its own with chunk 5 merged;
+    # vdb was still queued when chunk 7 came and took it (running every queue at vda's D
+    # sent vdb 512 out alone and left 768 on its own)
+    assert [(s, n) for _, s, n in d_stream(out, VDA)] == [(0, 512), (768, 256)]
+    assert [(s, n) for _, s, n in d_stream(out, VDC)] == [(256, 512)]
+    assert [(s, n) for _, s, n in d_stream(out, VDB)] == [(0, 256), (512, 512)]
