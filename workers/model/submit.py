@@ -632,8 +632,9 @@ class Engine:
         self.deferred_flushes: list[int] | None = None
         self.kblockd_flushes: list[int] = []
         #: the running no-plug unit's requests placed so far (G or merge, any blk-mq device)
-        #: and the counts at which the trace shows kblockd's worker running a queue in
-        #: between, (count, dev) ascending (:func:`workers.model.trace_plugs.kblockd_runs`)
+        #: and the positions at which the trace shows kblockd's worker running a queue in
+        #: between, (position, dev) ascending (:func:`workers.model.trace_plugs.kblockd_runs`:
+        #: 2k before the k-th G/M, 2k + 1 between its G and its I)
         self.placed = 0
         self.kblockd_at: list[tuple[int, int]] = []
         #: requests the trace shows served, (dev, sector, nr, kind) -> [[D, C], ...], for a
@@ -2511,6 +2512,9 @@ class Engine:
         the worker gets the CPU at a scheduler tick within the read, which the trace shows
         (:meth:`preempted_by_kblockd`).
         """
+        # the worker can get the CPU between the G and the I too (kblockd_runs): it runs
+        # the queues without this request
+        self._kblockd_due(2 * self.placed - 1)
         self.ev(rq.dev, rq.pid, ACT_INSERT, rq.rwbs, rq.sector, rq.nr)
         if not self.queues[rq.dev].insert(rq, self.now):
             self.alloc[rq.dev] -= 1  # merged into a queued request and freed
@@ -2535,13 +2539,18 @@ class Engine:
         merges (``dd_bio_merge``), so only the queues the trace shows dispatched go out here.
         Queues the trace names that this replay does not have (another stack) run all that
         was left to kblockd, as one worker pass."""
+        self._kblockd_due(2 * self.placed)
+        self.placed += 1
+
+    def _kblockd_due(self, pos: int) -> None:
+        """Run the queues :attr:`kblockd_at` has the worker running by position ``pos``
+        (2k before the unit's k-th G/M, 2k + 1 between the k-th's G and its I)."""
         at = self.kblockd_at
-        if at and at[0][0] <= self.placed:
+        if at and at[0][0] <= pos:
             due: list[int] = []
-            while at and at[0][0] <= self.placed:
+            while at and at[0][0] <= pos:
                 due.append(at.pop(0)[1])
             self.run_deferred(None if any(d not in self.queues for d in due) else due)
-        self.placed += 1
 
     def run_deferred(self, devs: list[int] | None = None) -> None:
         """kblockd runs the flush requests queued to it, then the hardware queues

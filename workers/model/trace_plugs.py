@@ -194,11 +194,17 @@ def kblockd_runs(table: EventTable, q_rows: npt.NDArray[np.intp], plug: npt.NDAr
     dispatched it, so a queue whose D comes after the thread's last G/M was not run inside
     the unit at all.
 
-    Returns rows ``[i, k, dev]``: before the ``k``-th request-level outcome (G or M, counted
-    from 0, on any blk-mq device) of the unit whose first bio is ``i`` (an index into
-    ``q_rows``), kblockd runs ``dev``'s queue if it was left to it
-    (:meth:`workers.model.submit.Engine.preempted_by_kblockd`); the queues of one count in
-    the order of their first D there. That is the order the worker ran them, which the
+    The tick can also fall inside ``blk_mq_submit_bio`` between the request's allocation (G)
+    and its insertion (I, ``blk_mq_insert_request``): the worker then runs the queues without
+    that request, which the thread inserts after it (7.3.4 p2_q1_r10n2_d4_c64_dd1M's read at
+    75776: G of vdd's 42880, kworker/0:0H's D on vdd, vdb, vdc and vda, then dd's I of it).
+
+    Returns rows ``[i, pos, dev]``: at position ``pos`` of the unit whose first bio is ``i``
+    (an index into ``q_rows``) kblockd runs ``dev``'s queue if it was left to it: ``pos`` =
+    2k before the ``k``-th request-level outcome (G or M, counted from 0, on any blk-mq
+    device; :meth:`workers.model.submit.Engine.preempted_by_kblockd`), 2k + 1 between the
+    ``k``-th outcome's G and its I (:meth:`workers.model.submit.Engine.insert_async`); the
+    queues of one position in the order of their first D there. That is the order the worker ran them, which the
     order of their works on the worklist (the last insertion's, ``mod_delayed_work_on``
     re-queueing a pending work at the tail) does not always give: a work the worker had
     already taken off the list when the thread inserted again is queued anew, but the run
@@ -216,6 +222,7 @@ def kblockd_runs(table: EventTable, q_rows: npt.NDArray[np.intp], plug: npt.NDAr
     on_mq = np.isin(table.dev, mq_devs)
     placed = on_mq & ((act == ACT_GETRQ) | (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE))
     issued = on_mq & (act == ACT_ISSUE)
+    inserted = on_mq & (act == ACT_INSERT)
     pid_q = table.pid[q_rows].astype(np.int64)
     t_q = tm[q_rows]
     for p in np.unique(pid_q[no_plug]).tolist():
@@ -223,7 +230,21 @@ def kblockd_runs(table: EventTable, q_rows: npt.NDArray[np.intp], plug: npt.NDAr
         ids = plug[mine]
         starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
         ends = np.r_[starts[1:], len(mine)]
-        pt = np.sort(tm[placed & (table.pid == p)])
+        prow = np.flatnonzero(placed & (table.pid == p))
+        prow = prow[np.argsort(tm[prow], kind="stable")]
+        pt = tm[prow]
+        # each G's window until its request's I (blk_mq_insert_request): the thread's next I
+        # of that device and sector; a merge (or a G with no I) has none
+        ins: dict[tuple[int, int], list[int]] = {}
+        for r in np.flatnonzero(inserted & (table.pid == p)).tolist():
+            ins.setdefault((int(table.dev[r]), int(table.sector[r])), []).append(int(tm[r]))
+        p_end = pt.copy()
+        for j, r in enumerate(prow.tolist()):
+            if act[r] == ACT_GETRQ:
+                later = [x for x in ins.get((int(table.dev[r]), int(table.sector[r])), ())
+                         if x >= pt[j]]
+                if later:
+                    p_end[j] = min(later)
         others = issued & (table.pid != p)
         dt = tm[others]
         ddev = table.dev[others]
@@ -236,20 +257,21 @@ def kblockd_runs(table: EventTable, q_rows: npt.NDArray[np.intp], plug: npt.NDAr
             lo, hi = np.searchsorted(pt, [t0, t1], side="left")
             if hi <= lo:
                 continue
-            last = int(pt[hi - 1])
+            last = int(p_end[hi - 1])
             sel = (dt > t0) & (dt < last)
             if not bool(np.any(sel)):
                 continue
             # only queues this thread's unit put requests on
-            devs = np.unique(table.dev[placed & (table.pid == p) & (tm >= t0) & (tm <= last)])
+            devs = np.unique(table.dev[prow[lo:hi]])
             sel &= np.isin(ddev, devs)
-            # each queue at its own D: the number of the thread's G/M before it; at one
-            # count in the order of their first D there (the order the worker ran them)
+            # each queue at its own D: the number k of the thread's G/M before it (position
+            # 2k), or 2k - 1 where it fell between the (k-1)-th G and that request's I; at one
+            # position in the order of their first D there (the order the worker ran them)
             ks = np.searchsorted(pt, dt[sel], side="left") - lo
-            t_d = dt[sel]
             first: dict[tuple[int, int], int] = {}
-            for k, d, td in zip(ks.tolist(), ddev[sel].tolist(), t_d.tolist(), strict=True):
-                first.setdefault((int(k), int(d)), int(td))
+            for k, d, td in zip(ks.tolist(), ddev[sel].tolist(), dt[sel].tolist(), strict=True):
+                pos = 2 * k - 1 if k > 0 and td < p_end[lo + k - 1] else 2 * k
+                first.setdefault((pos, int(d)), int(td))
             runs = sorted(first, key=lambda kd: (kd[0], first[kd]))
             out.extend((i, k, d) for k, d in runs)
     return np.array(out, dtype=np.int64).reshape(-1, 3)

@@ -10,9 +10,10 @@ the pieces inserted after it go out alone. The trace shows where
 (:func:`workers.model.trace_plugs.kblockd_runs`); 7.3.4 q1_r5_d3_c128_dd512k 98.9% -> 100%,
 q1_r5_d4_c64_dd1M 87.4% -> 99.9%.
 
-Each queue goes out at its own D (p2_q1_r10n2_d4_c64_dd1M, 96.0% -> 99.2%): the worker runs
-one hctx's ``run_work`` after another, and where dd ran on meanwhile on another CPU its
-pieces still merged into the queues the worker had not got to yet.
+Each queue goes out at its own D, in the order of the D's (7.3.4 p2_q1_r10n2_d4_c64_dd1M,
+96.0% -> 100%): the worker runs one hctx's ``run_work`` after another, and where dd ran on
+meanwhile on another CPU its pieces still merged into the queues the worker had not got to
+yet; a run between a request's G and its I goes without that request.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from workers.events import (
     ACT_QUEUE,
     RWBS_READ,
     EventTable,
+    dev_str,
 )
 from workers.model import preset_for_kernel, replay
 from workers.model.replay import bios_from_table
@@ -86,8 +88,9 @@ def test_kblockd_run_read_from_a_d_by_another_task_inside_the_unit():
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == TOP))
     no_plug = np.ones(len(q), dtype=np.bool_)
     runs = kblockd_runs(table, q, np.full(len(q), -1, dtype=np.int64), no_plug)
-    # vda's queue before dd's second request (G/M counted from 0): after vda's first piece
-    assert runs.tolist() == [[0, 1, VDA]]
+    # vda's queue before dd's second request (G/M counted from 0, position 2k): after vda's
+    # first piece
+    assert runs.tolist() == [[0, 2, VDA]]
     # no D by another task before dd's last placement: nothing read
     table = _trace(False)
     assert kblockd_runs(table, q, np.full(len(q), -1, dtype=np.int64), no_plug).shape == (0, 3)
@@ -134,9 +137,9 @@ def test_each_queue_is_read_at_its_own_d():
     q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == TOP))
     runs = kblockd_runs(table, q, np.full(len(q), -1, dtype=np.int64),
                         np.ones(len(q), dtype=np.bool_))
-    # vda's run before dd's 7th outcome (chunk 6), vdc's before the 8th; vdb's D came after
-    # dd's last piece: not inside the read
-    assert runs.tolist() == [[0, 6, VDA], [0, 7, VDC]]
+    # vda's run before dd's 7th outcome (chunk 6, position 2 * 6), vdc's before the 8th; vdb's
+    # D came after dd's last piece: not inside the read
+    assert runs.tolist() == [[0, 12, VDA], [0, 14, VDC]]
 
 
 def test_a_queue_the_worker_has_not_got_to_keeps_taking_merges():
@@ -148,3 +151,40 @@ def test_a_queue_the_worker_has_not_got_to_keeps_taking_merges():
     assert [(s, n) for _, s, n in d_stream(out, VDA)] == [(0, 512), (768, 256)]
     assert [(s, n) for _, s, n in d_stream(out, VDC)] == [(256, 512)]
     assert [(s, n) for _, s, n in d_stream(out, VDB)] == [(0, 256), (512, 512)]
+
+
+def _tick_between_g_and_i() -> EventTable:
+    """A 768 KiB read of raid5 3 x 128k (chunks 0-5: vda 0, vdb 0, vdc 256, vda 256, vdb 512,
+    vdc 512): the worker gets dd's CPU after the G of chunk 4 (vdb 512) and before its I, and
+    runs vda's, vdb's and vdc's queues without that request (as 7.3.4
+    p2_q1_r10n2_d4_c64_dd1M's read at 75776: G of vdd's 42880, D on vdd, vdb, vdc, vda by
+    kworker/0:0H, then dd's I)."""
+    rows = [(0, TOP, ACT_QUEUE, 0, 1536, DD)]
+    rows += _piece(10, VDA, 0) + _piece(20, VDB, 0) + _piece(30, VDC, 256)
+    rows += _merge(40, VDA, 256)
+    rows += [(50, VDB, ACT_QUEUE, 512, 256, DD), (51, VDB, ACT_GETRQ, 512, 256, DD),
+             (53, VDA, ACT_ISSUE, 0, 512, KWORKER), (54, VDB, ACT_ISSUE, 0, 256, KWORKER),
+             (55, VDC, ACT_ISSUE, 256, 256, KWORKER), (60, VDB, ACT_INSERT, 512, 256, DD)]
+    rows += _piece(70, VDC, 512)
+    rows += [(80, VDB, ACT_ISSUE, 512, 256, KWORKER), (81, VDC, ACT_ISSUE, 512, 256, KWORKER)]
+    t, dev, act, sec, nr, pid = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    table = EventTable.from_columns(time_ns=t * 1000, dev=dev, action=act, sector=sec,
+                                    nr_sectors=nr, pid=pid,
+                                    rwbs=np.full(len(t), RWBS_READ))
+    table.meta["format"] = "blktrace"
+    return table
+
+
+def test_a_tick_between_a_requests_g_and_its_i_runs_the_queues_without_it():
+    table = _tick_between_g_and_i()
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == TOP))
+    runs = kblockd_runs(table, q, np.full(len(q), -1, dtype=np.int64),
+                        np.ones(len(q), dtype=np.bool_))
+    # after the G of dd's 5th outcome (k = 4): position 2 * 4 + 1, in the D's order
+    assert runs.tolist() == [[0, 9, VDA], [0, 9, VDB], [0, 9, VDC]]
+    out = replay(bios_from_table(table, TOP), STACK, preset_for_kernel("7.3.4"), engine="python")
+    # vdb 512 is inserted after the worker's run: it goes out with vdc 512 once dd is done
+    # (read before the next G instead, the run took it with vdb 0)
+    assert [(d, s, n) for d, s, n in d_stream(out)] == [
+        (dev_str(VDA), 0, 512), (dev_str(VDB), 0, 256), (dev_str(VDC), 256, 256),
+        (dev_str(VDB), 512, 256), (dev_str(VDC), 512, 256)]
