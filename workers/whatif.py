@@ -30,6 +30,7 @@ from workers.events import (
     ACTION_CODES,
     RWBS_DISCARD,
     RWBS_FLUSH,
+    RWBS_WRITE_ZEROES,
     EventTable,
     dev_str,
     parse_dev,
@@ -331,6 +332,14 @@ def unexercised(field: str, stack: Any, bios: Any) -> str:
             return "no md raid10 in the stack"
         if not np.any(np.asarray(bios.rwbs) & RWBS_DISCARD):
             return "no discards in the input"
+    if field == "dm_stripe_chunk_limit" and not any(
+            getattr(n, "approximates", "") == "dm-stripe" for n in stack.nodes()):
+        return "no dm-stripe in the stack"
+    if field in ("write_zeroes_chunk", "dm_stripe_chunk_limit"):
+        zeroes = (np.asarray(bios.rwbs) & RWBS_WRITE_ZEROES) != 0
+        traced = bios.meta.get("write_zeroes")
+        if not np.any(zeroes) and not (traced is not None and np.any(traced)):
+            return "no write-zeroes bio in the input"
     if field == "flags_on_resubmit" and "cache" not in kinds:
         return "no bcache (cache) device in the stack"
     if field in ("split_nomerge", "md_io_opt_align") and not kinds & {

@@ -136,10 +136,11 @@ def test_new_policy_is_the_baseline_preset_plus_the_policy_under_test(tmp_path):
 def test_without_a_policy_the_panel_compares_the_two_presets_and_marks_what_it_cannot_show(
         tmp_path):
     """No policy named, kernels 6.1 and 7.2: the panel says it compares the presets, lists the
-    twelve fields that differ, and marks dio_bio_limit (fixed once the bios are built),
+    fourteen fields that differ, and marks dio_bio_limit (fixed once the bios are built),
     raid10_chunk_limit (a raid5 stack), sched_wakeup (no md superblock writes traced),
-    dm_crypt_split (no dm-crypt), md_flush (no REQ_PREFLUSH write) and the sbitmap fields (not
-    in replay) as not exercised by a Q-event replay."""
+    dm_crypt_split (no dm-crypt), md_flush (no REQ_PREFLUSH write), dm_stripe_chunk_limit (no
+    dm-stripe), write_zeroes_chunk (no write-zeroes bio) and the sbitmap fields (not in
+    replay) as not exercised by a Q-event replay."""
     table, manifest = _capture("6.1_W1b", tmp_path)
     panel = model_panel(policy="", baseline_kernel="6.1.0-57-amd64",
                         patched_kernel="7.2.13+deb14-amd64", manifest=manifest, stack_text="",
@@ -147,7 +148,7 @@ def test_without_a_policy_the_panel_compares_the_two_presets_and_marks_what_it_c
     assert panel["mode"] == "presets"
     assert "compares the presets of 6.1.0-57-amd64" in panel["policy_new_label"]
     diff = {d["field"]: d for d in panel["policy_diff"]}
-    assert len(diff) == 12, sorted(diff)
+    assert len(diff) == 14, sorted(diff)
     assert diff["dio_bio_limit"]["exercised"] is False
     assert "replayed as submitted" in diff["dio_bio_limit"]["why"]
     assert "md_read_balance" not in diff  # no kernel changed raid1's read_balance rule
@@ -155,6 +156,8 @@ def test_without_a_policy_the_panel_compares_the_two_presets_and_marks_what_it_c
     assert diff["sched_wakeup"]["why"] == "no md superblock writes in the trace"
     assert diff["dm_crypt_split"]["why"] == "no dm-crypt in the stack"
     assert diff["md_flush"]["why"] == "no REQ_PREFLUSH write with data in the input"
+    assert diff["dm_stripe_chunk_limit"]["why"] == "no dm-stripe in the stack"
+    assert diff["write_zeroes_chunk"]["why"] == "no write-zeroes bio in the input"
     assert "not modelled in trace replay" in diff["sbitmap_wakeup"]["why"]
     assert diff["split_remainder"]["exercised"] is True
 

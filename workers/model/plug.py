@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from workers.model.limits import QueueLimits
 from workers.model.policy import Policy
-from workers.model.split import MemoryLayout, is_discard_op
+from workers.model.split import OP_WRITE_ZEROES, MemoryLayout, is_discard_op
 
 #: BLK_PLUG_FLUSH_SIZE (128 KiB) in sectors.
 BLK_PLUG_FLUSH_SECTORS = 256
@@ -120,7 +120,8 @@ class Request:
         self.nr = bio.nr
         self.op = bio.op
         self.rwbs = bio.rwbs
-        self.nomerge = bool(bio.flags & (F_NOMERGE | F_UNMERGEABLE))
+        # rq_mergeable: REQ_NOMERGE_FLAGS, and REQ_OP_WRITE_ZEROES never merges
+        self.nomerge = bool(bio.flags & (F_NOMERGE | F_UNMERGEABLE)) or bio.op == OP_WRITE_ZEROES
         self.nsegs = nsegs
         self.bios = [bio]
         self.pid = bio.pid
@@ -149,7 +150,7 @@ def rq_max_sectors(op: int, offset: int, lim: QueueLimits) -> int:
 def attempt_bio_merge(rq: Request, bio: Bio, nsegs: int, lim: QueueLimits) -> int:
     """Try to merge ``bio`` into ``rq``; returns MERGE_* (and updates ``rq`` on success)."""
     if rq.nomerge or bio.flags & (F_NOMERGE | F_UNMERGEABLE) or rq.op != bio.op or \
-            rq.dev != bio.dev:
+            rq.dev != bio.dev or bio.op == OP_WRITE_ZEROES:
         return MERGE_NONE
     discard = is_discard_op(rq.op)
     if discard and lim.max_discard_segments > 1:

@@ -42,6 +42,8 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "dm_crypt_split": ("writes_1m", "128k"),
     "md_flush": ("work", "inline"),
     "raid1_barrier": ("window", "units"),
+    "write_zeroes_chunk": ("off", "on"),
+    "dm_stripe_chunk_limit": ("off", "on"),
 }
 
 #: Old spellings still accepted (stored comparisons and scripts may carry them): field -> old -> new.
@@ -139,6 +141,20 @@ class Policy:
             ``raid1_make_request`` cuts every bio at its unit's end,
             ``align_to_barrier_unit_end``; reads, writes and discards alike, the rest
             resubmitted).
+        write_zeroes_chunk: whether ``bio_split_to_limits`` cuts a REQ_OP_WRITE_ZEROES bio at
+            the queue's chunk_sectors boundaries: ``off`` (885fa13f6559 up to 6.12.1: a plain
+            ``bio_split`` at max_write_zeroes_sectors) or ``on`` (60dc5ea6bcfd "block: take
+            chunk_sectors into account in bio_split_write_zeroes", Christoph Hellwig, v6.13
+            and stable 6.12.2: ``get_max_io_size`` with max_write_zeroes_sectors).
+        dm_stripe_chunk_limit: whether dm-stripe sets its queue's ``chunk_sectors`` to the
+            chunk (``stripe_io_hints``): ``off`` (io_min and io_opt only; the stacked
+            chunk_sectors of the members, 0 on plain disks) or ``on`` (5fb9d4341b78
+            "dm-stripe: limit chunk_sectors to the stripe size", John Garry, v6.17 and stable
+            6.12.43). dm's ``bio_split_to_limits`` of a write-zeroes bio (abnormal I/O) then
+            cuts it at every chunk under ``write_zeroes_chunk=on``, and each piece reaches one
+            member (6.18.15: X at every chunk on the top); without, one write-zeroes per
+            stripe covers the whole range (``stripe_map_range``; 6.1.0-57's mkfs.ext4 journal,
+            64 MiB, one write per member).
         name: the preset label this policy came from (not a behaviour).
     """
 
@@ -165,6 +181,8 @@ class Policy:
     dm_crypt_split: str = "128k"
     md_flush: str = "inline"
     raid1_barrier: str = "units"
+    write_zeroes_chunk: str = "on"
+    dm_stripe_chunk_limit: str = "on"
     name: str = "custom"
 
     def __post_init__(self) -> None:

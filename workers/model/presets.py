@@ -55,7 +55,8 @@ CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
                      unplug_trace="always", md_read_balance="scan",
                      raid10_chunk_limit="off", raid0_split="resubmit",
                      sched_wakeup="cfs", dm_crypt_split="writes_1m", md_flush="work",
-                     raid1_barrier="window"),
+                     raid1_barrier="window", write_zeroes_chunk="off",
+                     dm_stripe_chunk_limit="off"),
      "baseline: v4.6 'MD: make bio mergeable' (seed 002) is in; no multipage bvecs"),
     ((4, 11, 0), dict(raid1_barrier="units"),
      "fd76863e37fe RAID1: a new I/O barrier implementation to remove resync window (Coly Li, "
@@ -98,19 +99,31 @@ CHANGES: tuple[tuple[Version, dict[str, Any], str], ...] = (
      "data D before kblockd's flush D; 6.1.0-57: md_wq's kworker, flushes first)"),
     ((6, 12, 0), dict(unplug_trace="always"),
      "blk-mq: add missing unplug trace event (Keith Busch, posted 2024-09-06; inferred 6.12)"),
+    ((6, 12, 2), dict(write_zeroes_chunk="on"),
+     "60dc5ea6bcfd block: take chunk_sectors into account in bio_split_write_zeroes (Christoph "
+     "Hellwig, for-6.13/block; 6.12 stable review of 2024-12-03, also 6.11.11)"),
     ((6, 12, 25), dict(plug_order="fifo", plug_merge_candidate="oldest",
                        plug_flush_check="oldest"),
      "e70c301faece backported to 6.12.25 (merge looks at the head = oldest)"),
     ((6, 12, 35), dict(plug_merge_candidate="newest"),
      "block: use plug request list tail for one-shot backmerge attempt, backported to 6.12.35 "
      "(6.12.35-rc1 review list; the 6.12.117 writeback capture merges as it says)"),
+    ((6, 12, 43), dict(dm_stripe_chunk_limit="on"),
+     "5fb9d4341b78 dm-stripe: limit chunk_sectors to the stripe size, backported to 6.12.43 "
+     "(6.12 stable review 073/444 of 2025-08-18; sublevel inferred)"),
     ((6, 13, 0), dict(plug_merge_candidate="oldest"),
      "6.13.0 has the FIFO plug list without that fix (mainline fix in 6.16-rc2)"),
+    ((6, 13, 0), dict(dm_stripe_chunk_limit="off"),
+     "6.13-6.16 without 5fb9d4341b78 (its 6.15/6.16 stable backports are not checked)"),
     ((6, 16, 0), dict(plug_merge_candidate="newest"),
      "block: use plug request list tail for one-shot backmerge attempt (inferred 6.16)"),
     ((6, 17, 0), dict(max_sectors_cap_kb=4096, raid10_chunk_limit="on"),
      "9b8b84879d4a BLK_DEF_MAX_SECTORS_CAP 4096 KiB (7.2 capture: 4096); md/raid10: set "
      "chunk_sectors limit (John Garry, inferred 6.17)"),
+    ((6, 17, 0), dict(dm_stripe_chunk_limit="on"),
+     "5fb9d4341b78 dm-stripe: limit chunk_sectors to the stripe size (John Garry, "
+     "for-6.17/block; the 6.18.15 and 7.3.4 dm-stripe captures: chunk_sectors = the chunk, "
+     "6.1.0-57's 0)"),
     ((6, 18, 0), dict(split_remainder="head", dio_bio_limit="pages"),
      "b2f5974079d8 split bios at the head (observed 6.18.15); dio bio build 1 MiB (inferred, "
      "observed 7.2.13)"),

@@ -104,7 +104,7 @@ from workers.model.raid5d_runs import (
     raid5d_runs,
     write_walks,
 )
-from workers.model.split import OP_READ, OP_WRITE, MemoryLayout, op_from_rwbs
+from workers.model.split import OP_READ, OP_WRITE, OP_WRITE_ZEROES, MemoryLayout, op_from_rwbs
 from workers.model.stack import RAID456, Stack, all_limits, raid5_map, raid6_map
 from workers.model.submit import (
     EV_COMPLETE,
@@ -125,6 +125,7 @@ from workers.model.trace_plugs import (
     plugs_from_md_unplugs,
     plugs_from_workload,
     queue_batch_unplugs,
+    stripe_range_writes,
     unmergeable_writes,
 )
 
@@ -335,6 +336,11 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
     if crypt is not None:
         meta["crypt_write_sessions"] = crypt
     unmergeable = unmergeable_writes(table, rows, top_dev, stack)
+    zeroes = stripe_range_writes(table, rows, top_dev, stack)
+    if bool(np.any(zeroes)):
+        # REQ_OP_WRITE_ZEROES, traced as W: its op, and rq_mergeable refuses it
+        meta["write_zeroes"] = zeroes
+        unmergeable = unmergeable | zeroes
     if bool(np.any(unmergeable)):
         meta["unmergeable"] = unmergeable
     loop = stack is not None and stack.top.kind == "loop" and bool(stack.top.file_extents)
@@ -963,6 +969,12 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
             th.units[-1][1].append(i)
     sector_l, nr_l, seg_l, rwbs_l = sector.tolist(), nr.tolist(), seg.tolist(), rwbs.tolist()
     ops = [op_from_rwbs(r) for r in rwbs_l] if n else []
+    zeroes = np.asarray(bios.meta.get("write_zeroes", np.zeros(0, np.bool_)), dtype=np.bool_)
+    if len(zeroes) == n:
+        # writes the trace shows were REQ_OP_WRITE_ZEROES (stripe_range_writes)
+        for i in np.flatnonzero(zeroes & ((np.asarray(rwbs, np.int64) & RWBS_WRITE) != 0)
+                                ).tolist():
+            ops[i] = OP_WRITE_ZEROES
 
     def schedule(th: _Thread, t: int) -> None:
         while th.next < len(th.units) and (not th.sync or th.inflight < th.depth):

@@ -255,7 +255,9 @@ def node_limits(node: Node, policy: Policy, member_limits: Sequence[QueueLimits]
         io_opt = c * n
         hw = c
         chunk = c
-        if policy.md_io_opt_align == "on":
+        if node.approximates == "dm-stripe" and policy.dm_stripe_chunk_limit == "off":
+            chunk = 0  # stripe_io_hints sets io_min and io_opt only (before 5fb9d4341b78)
+        elif policy.md_io_opt_align == "on":
             hw = io_opt
             chunk = io_opt
         ms = _validate_max_sectors(hw, cap, io_opt, c)

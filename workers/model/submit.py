@@ -51,6 +51,7 @@ read more before the one write (``Engine._reads_back``).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Mapping
@@ -908,7 +909,16 @@ class Engine:
 
     # --- splitting -------------------------------------------------------------------------------
     def _split_to_limits(self, bio: Bio, lim: QueueLimits) -> Bio:
-        """``bio_split_to_limits`` + ``bio_submit_split``: returns the front to go on with."""
+        """``bio_split_to_limits`` + ``bio_submit_split``: returns the front to go on with.
+
+        A write-zeroes bio is cut at max_write_zeroes_sectors, and at the queue's
+        chunk_sectors boundaries only under ``write_zeroes_chunk=on`` (60dc5ea6bcfd, v6.13:
+        ``bio_split_write_zeroes`` through ``get_max_io_size``; before, a plain ``bio_split``
+        at the limit).
+        """
+        if bio.op == OP_WRITE_ZEROES and lim.chunk_sectors and \
+                self.policy.write_zeroes_chunk == "off":
+            lim = dataclasses.replace(lim, chunk_sectors=0)
         f = front_len(bio.sector, bio.nr, lim, bio.op, bio.off, bio.seg, bio.layout)
         if f >= bio.nr:
             return bio
@@ -2272,6 +2282,14 @@ class Engine:
         sizes = [node.member_size(i) for i in range(n)]
         if is_discard_op(bio.op) and self.policy.raid0_discard == "per_member" and \
                 len(set(sizes)) == 1:
+            self.raid0_discard(node, bio)
+            return
+        if bio.op == OP_WRITE_ZEROES and node.approximates == "dm-stripe" and \
+                len(set(sizes)) == 1:
+            # is_abnormal_io: ti->num_write_zeroes_bios (= stripes) clones of the whole
+            # range (__send_changing_extent_only, later __send_abnormal_io, whose
+            # __max_io_len stops only at the target's end for write zeroes), each cut by
+            # stripe_map_range to its stripe's part: what raid0_handle_discard computes
             self.raid0_discard(node, bio)
             return
         left = c - bio.sector % c

@@ -448,6 +448,54 @@ def unmergeable_writes(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev:
     return out
 
 
+def stripe_range_writes(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int,
+                        stack: Stack | None) -> npt.NDArray[np.bool_]:
+    """Per top Q: a write a dm-stripe top mapped as one range per stripe (REQ_OP_WRITE_ZEROES).
+
+    ``is_abnormal_io`` sends a write-zeroes bio (like a discard) through
+    ``__send_changing_extent_only`` / ``__send_abnormal_io``: ``ti->num_write_zeroes_bios``
+    (= stripes) clones of the whole range, each of which ``stripe_map`` hands to
+    ``stripe_map_range`` for its own stripe. ``__map_bio`` traces every clone's remap (A) from
+    the bio's start sector (``tio->old_sector``), and a clone ends where its stripe's part of
+    the range ends. A read or write clone never crosses a chunk: ``max_io_len`` ends it at the
+    chunk boundary (``dm_set_target_max_io_len`` with the chunk), and it starts at its own
+    sector. So a W remap whose source sector plus length reaches past the chunk holding that
+    sector was range-mapped: its bio was a write-zeroes, which a blktrace of a v1 kernel writes
+    as a plain W (``__blk_add_trace`` maps every op that writes to BLK_TC_WRITE). 6.1's
+    mkfs.ext4 zeroes its journal so (BLKZEROOUT: one 64 MiB bio, one write per member). Where
+    the top's queue limits cut the bio at every chunk first (``bio_split_to_limits``:
+    policies ``write_zeroes_chunk`` and ``dm_stripe_chunk_limit``), no clone crosses a chunk
+    and the trace shows nothing (nor does the replay need it: each piece maps as a write
+    would).
+    """
+    n = len(q_rows)
+    out = np.zeros(n, dtype=np.bool_)
+    if n == 0 or stack is None or stack.top.dev != top_dev or \
+            stack.top.approximates != "dm-stripe" or stack.top.chunk_sectors <= 0:
+        return out
+    c = int(stack.top.chunk_sectors)
+    a = np.flatnonzero((table.action == ACT_REMAP) & (table.aux2.astype(np.int64) == top_dev)
+                       & ((table.rwbs & RWBS_WRITE) != 0))
+    if len(a) == 0:
+        return out
+    src = table.aux[a].astype(np.int64)
+    crossing = src % c + table.nr_sectors[a].astype(np.int64) > c
+    a, src = a[crossing], src[crossing]
+    if len(a) == 0:
+        return out
+    qs = table.sector[q_rows].astype(np.int64)
+    qw = (table.rwbs[q_rows] & RWBS_WRITE) != 0
+    qpid = table.pid[q_rows].astype(np.int64)
+    qt = table.time_ns[q_rows].astype(np.int64)
+    for r, s_ in zip(a.tolist(), src.tolist()):
+        # the bio the clone came from: the same thread's write queued at that sector, the
+        # nearest in time (a sector may be written again later)
+        cand = np.flatnonzero(qw & (qs == s_) & (qpid == int(table.pid[r])))
+        if len(cand):
+            out[cand[np.argmin(np.abs(qt[cand] - int(table.time_ns[r])))]] = True
+    return out
+
+
 @njit(cache=True)
 def _refused_merges(act: Any, dev: Any, sec: Any, nr: Any, pid: Any, write: Any,
                     cap: Any) -> Any:  # pragma: no cover - compiled

@@ -12,6 +12,8 @@ from workers.events import (
     ACT_ISSUE,
     ACT_QUEUE,
     ACT_REMAP,
+    ACT_SPLIT,
+    RWBS_WRITE_ZEROES,
     EventTable,
     make_dev,
     rwbs_from_text,
@@ -240,3 +242,79 @@ def test_the_traces_service_keeps_discards_apart_from_writes_and_reads():
     out = replay(bios, stack, preset_for_kernel(manifest["kernel"]))
     c = (out.action == ACT_COMPLETE) & (out.dev == vda)
     assert out.time_ns[c].tolist() == [400_000, 1_100_000]
+
+
+def _dm_stripe(chunk_sectors: int):
+    """dm-stripe over three virtio disks, 64 KiB chunk, the top's chunk_sectors as given."""
+    lim = {"max_sectors_kb": 1280, "write_zeroes_max_bytes": 2147483136,
+           "scheduler": "none", "chunk_sectors": 0}
+    manifest = {"kernel": "6.1.0-57-amd64",
+                "stack": {"top": "252,0", "kind": "dm-stripe", "chunk_kb": 64, "stripes": 3,
+                          "members": ["254,0", "254,16", "254,32"]},
+                "limits": {"252,0": {**lim, "chunk_sectors": chunk_sectors},
+                           **{d: lim for d in ("254,0", "254,16", "254,32")}},
+                "devices": {"dm-0": "252,0", "vda": "254,0", "vdb": "254,16",
+                            "vdc": "254,32"}}
+    return stack_from_manifest(manifest)
+
+
+def _zeroout(stack, ranges):
+    """mkfs.ext4's journal zeroing (BLKZEROOUT, 64 MiB at 2883584) on dm-0, traced as W,
+    with the member remaps (A from the bio's start) ``ranges`` = [(member, sector, nr)]."""
+    top = stack.top.dev
+    start, nr = 2883584, 131072
+    rows = [(0, top, ACT_QUEUE, "WS", start, nr, 7, 0, 0)]
+    for k, (m, s, n) in enumerate(ranges):
+        rows += [(1000 + k, m, ACT_REMAP, "WS", s, n, 7, start, top),
+                 (2000 + k, m, ACT_QUEUE, "WS", s, n, 7, 0, 0)]
+    t, dev, act, rw, sec, nrs, pid, aux, aux2 = zip(*rows, strict=True)
+    table = EventTable.from_columns(
+        time_ns=np.array(t), dev=np.array(dev), action=np.array(act), sector=np.array(sec),
+        nr_sectors=np.array(nrs), pid=np.array(pid), aux=np.array(aux), aux2=np.array(aux2),
+        rwbs=np.array([rwbs_from_text(x) for x in rw]))
+    table.meta["format"] = "blktrace"
+    return table
+
+
+def test_dm_stripe_write_zeroes_reach_each_member_as_one_range():
+    """A write-zeroes bio on dm-stripe is abnormal I/O: one clone per stripe
+    (``num_write_zeroes_bios``), each cut to its stripe's part of the range by
+    ``stripe_map_range`` and traced (A) from the bio's start. A v1 trace shows it as a plain
+    W, but a remap reaching past the chunk of its source sector is no write's (a write's
+    clone ends at the chunk, ``max_io_len``): the replay takes the bio as a write-zeroes and
+    each member gets one request, as 6.1.0-57's mkfs.ext4 journal zeroing shows (vda
+    961280+43648, vdb and vdc 961152+43776 and +43648), not 128-sector pieces merged up to
+    max_sectors (2560)."""
+    stack = _dm_stripe(0)
+    vda, vdb, vdc = (m.dev for m in stack.top.members)
+    want = [(vda, 961280, 43648), (vdb, 961152, 43776), (vdc, 961152, 43648)]
+    bios = bios_from_table(_zeroout(stack, want), stack.top.dev, stack=stack)
+    assert bios.meta["write_zeroes"].tolist() == [True]
+    out = replay(bios, stack, preset_for_kernel("6.1.0-57-amd64"))
+    d = out.action == ACT_ISSUE
+    got = sorted(zip(out.dev[d].tolist(), out.sector[d].tolist(), out.nr_sectors[d].tolist(),
+                     strict=True))
+    assert got == sorted(want)
+    assert not bool(np.any((out.action == ACT_SPLIT) & (out.dev == stack.top.dev)))
+
+
+def test_dm_stripe_write_zeroes_cut_at_every_chunk_from_6_17():
+    """From 6.17 dm-stripe sets its queue's chunk_sectors (5fb9d4341b78) and
+    ``bio_split_write_zeroes`` honours it (60dc5ea6bcfd, 6.13): dm's ``bio_split_to_limits``
+    cuts the write-zeroes at every chunk (X on the top, 6.18.15's capture), each piece reaches
+    one member whole, and write-zeroes requests never merge (``rq_mergeable``). Without the
+    chunk cut in the policy (``write_zeroes_chunk=off``) the same limits leave one range per
+    member. No remap crosses a chunk, so the trace carries no evidence here; the op is taken
+    from the bio stream (a v2 trace's WZ)."""
+    stack = _dm_stripe(128)
+    start, nr = 2883584, 131072
+    bios = BioStream.from_arrays([start], [nr], rwbs=RWBS_WRITE_ZEROES, pid=7)
+    out = replay(bios, stack, preset_for_kernel("6.18.15+deb13-amd64"))
+    top_x = (out.action == ACT_SPLIT) & (out.dev == stack.top.dev)
+    assert int(top_x.sum()) == nr // 128 - 1
+    d = out.action == ACT_ISSUE
+    assert set(out.nr_sectors[d].tolist()) == {128} and int(d.sum()) == nr // 128
+    out = replay(bios, stack, preset_for_kernel("6.18.15+deb13-amd64").with_overrides(
+        "write_zeroes_chunk=off"))
+    d = out.action == ACT_ISSUE
+    assert sorted(out.nr_sectors[d].tolist()) == [43648, 43648, 43776]
