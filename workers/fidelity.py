@@ -308,14 +308,21 @@ def is_calibration(name: str, patterns: Sequence[str]) -> bool:
 
 def lab_index(paths: Iterable[str | os.PathLike[str]]) -> dict[str, dict[str, Any]]:
     """Cells of the lab's ``index.json`` files found under ``paths`` (``kernel/case`` ->
-    cell): their ``split`` (calibration | evaluation) and whether the capture succeeded."""
+    cell): their ``split`` (calibration | evaluation) and whether the capture succeeded.
+
+    A path inside a lab ``--out`` (one kernel's folder, or one capture) finds the index one
+    or two levels up: scoring one kernel's captures keeps their split."""
     import json
 
     cells: dict[str, dict[str, Any]] = {}
     for p in paths:
         path = Path(p)
-        for idx in ([path / "index.json"] if (path / "index.json").is_file() else
-                    sorted(path.rglob("index.json")) if path.is_dir() else []):
+        found = ([path / "index.json"] if (path / "index.json").is_file() else
+                 sorted(path.rglob("index.json")) if path.is_dir() else [])
+        if not found:
+            found = [up / "index.json" for up in (path.parent, path.parent.parent)
+                     if (up / "index.json").is_file()][:1]
+        for idx in found:
             try:
                 data = json.loads(idx.read_text())
             except (OSError, ValueError):

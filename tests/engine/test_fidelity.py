@@ -173,3 +173,19 @@ def test_cli_against_and_real(captures, tmp_path, capsys):
     assert [c["name"] for c in got] == ["6.1_W2a"] and got[0]["score"] < 0.9
     assert main(["fidelity", str(captures), "--real"]) == 2
     assert "--real needs --against" in capsys.readouterr().err
+
+
+def test_a_kernel_folder_of_a_lab_out_keeps_the_index_s_split(captures, tmp_path):
+    """Scoring one kernel's folder (or one capture) of a lab ``--out`` reads the
+    ``index.json`` above it: its calibration cells stay calibration, its failed cells stay
+    out (before, every capture of ``DIR/<kernel>`` was counted as held out)."""
+    root = tmp_path / "out"
+    shutil.copytree(captures / "6.1.0-57-amd64", root / "6.1.0-57-amd64")
+    (root / "index.json").write_text(json.dumps({"cells": {
+        "6.1.0-57-amd64/6.1_W1b": {"split": "calibration", "ok": True},
+        "6.1.0-57-amd64/6.1_W2a": {"split": "evaluation", "ok": True}}}))
+    for path in (root / "6.1.0-57-amd64", root / "6.1.0-57-amd64" / "6.1_W1b"):
+        cal = {s.name: s.calibration for s in score_all([path])}
+        assert cal["6.1_W1b"] is True
+        if "6.1_W2a" in cal:
+            assert cal["6.1_W2a"] is False
