@@ -121,6 +121,7 @@ from workers.model.submit import (
 from workers.model.trace_plugs import (
     kblockd_runs,
     mark_unplugged,
+    member_request_sleeps,
     plugs_from_issue_state,
     plugs_from_md_unplugs,
     plugs_from_workload,
@@ -290,8 +291,13 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         inside_at: dict[int, dict[int, int]] | None = \
             {} if stack is not None and stack.top.kind in RAID456 else None
         bio_of: dict[tuple[int, int], tuple[int, int]] = {}
+        # a sleep inside a member bio's submission, before its request (rq_qos_throttle):
+        # the replay flushes the plug there (Engine.mq_submit), not between top bios
+        member_sleeps, member_uts = member_request_sleeps(table, rows, top_dev, stack)
+        if member_sleeps:
+            meta["member_sleeps"] = member_sleeps
         sleeps = _schedule_flushes(table, rows, int(table.time_ns[rows].min()), inside_at,
-                                   bio_of)
+                                   bio_of, member_uts)
         if sleeps:
             meta["sleeps"] = sleeps
         batches = queue_batch_unplugs(table, rows, top_dev, int(table.time_ns[rows].min()))
@@ -513,7 +519,8 @@ def traced_service(table: EventTable, t0: int) -> npt.NDArray[np.int64]:
 
 def _schedule_flushes(table: EventTable, q_rows: npt.NDArray[np.intp], t0: int,
                       inside_at: dict[int, dict[int, int]] | None = None,
-                      bio_of: dict[tuple[int, int], tuple[int, int]] | None = None
+                      bio_of: dict[tuple[int, int], tuple[int, int]] | None = None,
+                      skip: dict[int, list[int]] | None = None
                       ) -> dict[int, npt.NDArray[np.int64]]:
     """Per submitting thread, when the trace shows it going to sleep with a plug: its UT
     events (``trace_block_unplug`` with ``explicit`` false: ``blk_mq_flush_plug_list`` called
@@ -522,7 +529,9 @@ def _schedule_flushes(table: EventTable, q_rows: npt.NDArray[np.intp], t0: int,
     What the task slept on (a folio lock another writeback thread holds, wbt's
     ``rq_qos_wait``, a tag) is not in the trace; that it slept then, and that its plug went to
     the queues at that moment, is. Times relative to ``t0`` (the stream's first Q); one time
-    per flush (a flush traces a UT per queue it hands requests to).
+    per flush (a flush traces a UT per queue it hands requests to). ``skip[pid]``: UT times
+    read elsewhere (a sleep inside a member bio before its request,
+    :func:`workers.model.trace_plugs.member_request_sleeps`).
     """
     act = table.action
     ut = act == ACT_UNPLUG_TIMER
@@ -535,6 +544,8 @@ def _schedule_flushes(table: EventTable, q_rows: npt.NDArray[np.intp], t0: int,
     for p in np.unique(table.pid[q_rows]).tolist():
         mine = table.pid == p
         tt = np.unique(tm[ut & mine])
+        if skip and skip.get(int(p)):
+            tt = tt[~np.isin(tt, np.asarray(skip[int(p)], dtype=np.int64))]
         if not len(tt):
             continue
         top_ut = tm[ut & mine & (table.dev == top)]
@@ -806,6 +817,8 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         An EventTable sorted by time with per-device seq numbers.
     """
     eng = Engine(stack, policy, record=record)
+    if not bios.app_io:
+        eng.member_sleeps = dict(bios.meta.get("member_sleeps") or {})
     runs = bios.meta.get("raid5d_runs")
     if isinstance(runs, Raid5dRuns):
         # which blocks raid5d read per row says nothing of time: kept at any depth
@@ -930,7 +943,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         # units without a task plug, bios with their own memory runs, threads whose plugs
         # interleave and empty flushes run on the Python engine only
         if big and not bool(np.any(plug < 0)) and not layouts and not interleave and \
-                not flushes and not bool(np.any(unmerge)) and \
+                not flushes and not bool(np.any(unmerge)) and not eng.member_sleeps and \
                 fast.eligible(np.asarray(rwbs, dtype=np.int64), stack, eng.limits):
             # both engines model tag waits (a thread sleeps, its plug is flushed from schedule)
             if progress is not None:

@@ -615,6 +615,11 @@ class Engine:
         self.plug: Plug | None = None
         #: plugs of threads between two of their bios (set by the replay driver)
         self.open_plugs: list[Plug] = []
+        #: member bios a thread slept in before its request (rq_qos_throttle; from a trace:
+        #: trace_plugs.member_request_sleeps), pid -> {(dev, sector, n-th Q there)}, and how
+        #: many bios each thread has submitted to each (dev, sector)
+        self.member_sleeps: dict[int, set[tuple[int, int, int]]] = {}
+        self.member_q_count: dict[tuple[int, int, int], int] = {}
         #: completions (``kick``) and unit starts (the replay driver) in two heaps ordered by
         #: (time, hseq); the driver takes the smaller head, a thread sleeping for a tag only
         #: the completions
@@ -2510,6 +2515,13 @@ class Engine:
 
     def mq_submit(self, node: Node, bio: Bio) -> None:
         """``blk_mq_submit_bio``."""
+        slept = False
+        if self.member_sleeps:
+            qkey = (bio.pid, node.dev, bio.sector)
+            nth = self.member_q_count.get(qkey, 0)
+            self.member_q_count[qkey] = nth + 1
+            mine = self.member_sleeps.get(bio.pid)
+            slept = mine is not None and (node.dev, bio.sector, nth) in mine
         lim = self.limits[node.dev]
         bio = self._split_to_limits(bio, lim)
         post = False
@@ -2536,6 +2548,11 @@ class Engine:
                 self.ev(bio.dev, bio.pid, act, bio.rwbs, bio.sector, bio.nr)
                 self.tick()
                 return
+        if slept and self.plug is not None:
+            # blk_mq_get_new_requests -> rq_qos_throttle: the trace shows the thread asleep
+            # here (wbt's rq_qos_wait) before this bio's request: io_schedule ->
+            # sched_submit_work flushes its plug (UT), and the request goes into it afresh
+            self.plug.flush(True)
         if self.alloc[node.dev] >= self.tag_limit[node.dev]:
             self.wait_for_tag(node.dev)
         self.alloc[node.dev] += 1

@@ -627,3 +627,67 @@ def plugs_from_workload(workload: str, nr: npt.NDArray[np.int64], pid: npt.NDArr
         plug[i] = ids[p]
         acc[p] += int(nr[i])
     return plug
+
+
+def member_request_sleeps(table: EventTable, q_rows: npt.NDArray[np.intp], top_dev: int,
+                          stack: Stack | None
+                          ) -> tuple[dict[int, set[tuple[int, int, int]]], dict[int, list[int]]]:
+    """Per submitting thread: the member bios (clones of a top bio on a stacked device) it
+    slept in before it got their request, and the UT times of that sleep.
+
+    ``blk_mq_submit_bio`` -> ``blk_mq_get_new_requests`` calls ``rq_qos_throttle`` (wbt's
+    ``wbt_wait`` -> ``rq_qos_wait``) before it allocates the request (G), after the plug and
+    scheduler merges failed. ``rq_qos_wait`` sleeps while the member has its limit of
+    throttled writes in flight, and queues behind any sleeper already there
+    (``wq_has_sleeper``; the flusher's background writes wait under ``wb_background``, and a
+    REQ_SYNC write of ``sync`` that would fit under ``max_depth`` still sleeps behind it);
+    ``io_schedule`` -> ``sched_submit_work`` flushes the plug (UT per queue). md's clones of
+    one top bio are on ``current->bio_list`` (their Q is traced when raid1/raid10 submit
+    them, ``submit_bio_noacct_nocheck``) and get their requests one after another in
+    ``__submit_bio_noacct``: the clones before the sleeping one are in the flushed plug, the
+    one that slept and those after it get their requests after the wake, in a fresh plug,
+    where they are what the thread's next bios try to merge with. The trace shows such a
+    sleep as the thread's UT whose next G/M is a G of a member bio it queued (Q) before the
+    UT. The replay (``Engine.mq_submit``) flushes the thread's plug from schedule before that
+    bio's request, by order: the ``n``-th Q of that thread at that member and sector.
+
+    Returns ``(sleeps, uts)``: ``sleeps[pid]`` holds ``(dev, sector, n)``; ``uts[pid]`` the
+    trace times (ns) of the UT events of those sleeps (read here, not as a sleep between top
+    bios). Not on raid4/5/6, whose member writes raid5d issues (its own rules), nor on a
+    plain disk (the top bio itself: ``_schedule_flushes``'s sleep inside a bio).
+    """
+    sleeps: dict[int, set[tuple[int, int, int]]] = {}
+    uts: dict[int, list[int]] = {}
+    if stack is None or not stack.top.members or \
+            any(nd.kind in ("raid4", "raid5", "raid6") for nd in stack.nodes()):
+        return sleeps, uts
+    act = table.action
+    ut = act == ACT_UNPLUG_TIMER
+    if not bool(np.any(ut)) or not len(q_rows):
+        return sleeps, uts
+    tm = table.time_ns.astype(np.int64)
+    order = np.argsort(tm, kind="stable")
+    below = table.dev != top_dev
+    placed = (act == ACT_GETRQ) | (act == ACT_BACKMERGE) | (act == ACT_FRONTMERGE)
+    for p in np.unique(table.pid[q_rows]).tolist():
+        mine = order[(table.pid[order] == p) & below[order]]
+        a = act[mine]
+        qn: dict[tuple[int, int], int] = {}
+        q_at: dict[tuple[int, int], tuple[int, int]] = {}  # (dev, sector) -> (time, n)
+        pending: list[int] = []  # UT times since the thread's last G/M
+        for r, ac in zip(mine.tolist(), a.tolist()):
+            if ac == ACT_QUEUE:
+                key = (int(table.dev[r]), int(table.sector[r]))
+                q_at[key] = (int(tm[r]), qn.get(key, 0))
+                qn[key] = qn.get(key, 0) + 1
+            elif ac == ACT_UNPLUG_TIMER:
+                pending.append(int(tm[r]))
+            elif placed[r]:
+                if pending and ac == ACT_GETRQ:
+                    key = (int(table.dev[r]), int(table.sector[r]))
+                    tq, n = q_at.get(key, (-1, -1))
+                    if 0 <= tq < pending[0]:
+                        sleeps.setdefault(int(p), set()).add((key[0], key[1], n))
+                        uts.setdefault(int(p), []).extend(pending)
+                pending = []
+    return sleeps, uts
