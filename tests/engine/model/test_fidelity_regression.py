@@ -111,6 +111,12 @@ CALIBRATION = {
     # the member remaps reaching past a chunk: mkfs.ext4's 64 MiB journal zeroing, one write
     # per member (probe cell trimmed to mkfs; was 0.465, the whole cell 0.921 -> 0.995)
     "6.1.0-57-amd64/p2_dmstripe_d3_c64_fstrim": 1.000,
+    # a thread asleep in wbt's rq_qos_wait inside a member clone, before its request (UT
+    # between the clone's Q and G): the clones after it meet the thread's next bios in a
+    # fresh plug (sync's 5888+1168 on vdb and vdc; the flusher's 5880 there, oldest of its
+    # queue, keeps 7056.. from merging). First 52 ms of the cell; was 0.946 (the whole cell
+    # 0.972 -> 0.987)
+    "6.12.117+deb13-amd64/r1_d3_writeback_24M": 0.988,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
