@@ -103,3 +103,23 @@ def test_a_sleep_before_a_member_request_flushes_only_the_clones_before_it():
     out = replay(bios, stack, preset_for_kernel(KERNEL))
     assert _issued(out, VDA) == [(0, 8), (8, 16)]
     assert _issued(out, VDB) == [(0, 24)]
+
+
+def test_raid10_clones_sleep_the_same_way():
+    """raid10 (near=2 over two disks, one chunk) queues its clones on ``current->bio_list`` as
+    raid1 does (``raid10_write_request`` -> ``raid10_write_one_disk`` -> ``submit_bio_noacct``),
+    so a sleep in vdb's wbt reads and replays the same (6.16.12 r10n2_d4_c64_writeback_16M:
+    ``sync`` asleep in vdc's 13168, UTs on all four members, G 13168 after the wake)."""
+    stack = stack_from_manifest({
+        "kernel": KERNEL,
+        "stack": {"top": "9,0", "kind": "raid10", "chunk_kb": 64, "layout": "near=2",
+                  "members": ["254,0", "254,16"]},
+        "limits": {d: {"rotational": 1, "scheduler": "none", "max_sectors_kb": 1280,
+                       "write_cache": "write back"} for d in ("9,0", "254,0", "254,16")},
+        "devices": {"md0": "9,0", "vda": "254,0", "vdb": "254,16"}})
+    table = _trace(True)
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    assert member_request_sleeps(table, q, MD, stack) == ({7: {(VDB, 0, 0)}}, {7: [7000]})
+    out = replay(bios_from_table(table, MD, stack=stack), stack, preset_for_kernel(KERNEL))
+    assert _issued(out, VDA) == [(0, 8), (8, 16)]
+    assert _issued(out, VDB) == [(0, 24)]
