@@ -90,6 +90,10 @@ class Raid5dRuns:
     #: in the same walk (one stripe batch: the next row's bio on a member right after this
     #: row's, before the next member's); see :func:`raid5d_runs`
     linked: dict[int, list[bool]] = field(default_factory=dict)
+    #: stripe row -> sorted times of the "raid5 rcw S N Q 1" messages: handlings that put the
+    #: row on the delayed list (``handle_stripe_dirtying`` sets STRIPE_DELAYED, and traces
+    #: it, only for a stripe that is not STRIPE_PREREAD_ACTIVE); see :func:`_delayed`
+    delayed: dict[int, list[int]] = field(default_factory=dict)
 
 
 def raid5d_member_events(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack
@@ -199,7 +203,7 @@ def raid5d_runs(table: EventTable, q_rows: npt.NDArray[np.intp], stack: Stack | 
         linked.setdefault(r, []).append(lk)
     return Raid5dRuns(out, masks, rmasks, [a - t0 for a, _ in sessions],
                       [b - t0 for _, b in sessions], _dirtied(table, top.dev, t0), sleeps,
-                      linked)
+                      linked, _dirtied(table, top.dev, t0, delayed_only=True))
 
 
 def write_walks(runs: Raid5dRuns) -> dict[int, list[tuple[int, bool]]]:
@@ -321,19 +325,25 @@ def _plug_events(table: EventTable, mine: npt.NDArray[np.bool_], more: tuple[int
             table.nr_sectors[ev].astype(np.int64).tolist())
 
 
-def _dirtied(table: EventTable, top_dev: int, t0: int) -> dict[int, list[int]]:
+def _dirtied(table: EventTable, top_dev: int, t0: int, *, delayed_only: bool = False
+             ) -> dict[int, list[int]]:
     """Per stripe row, when ``handle_stripe_dirtying`` traced "raid5 rmw <sector> <rmw>" or
     "raid5 rcw <sector> <rcw> <qread> <delayed>" (``mddev_add_trace_msg`` / the
     ``blk_add_trace_msg`` of older kernels) on the array: raid5d handled the row then, and
     chose to read first. A row that may not read yet (a plain write, not
     STRIPE_PREREAD_ACTIVE) goes to the delayed list with no I/O: the message is the only
-    trace of that handling (which cleared its STRIPE_BATCH_READY)."""
+    trace of that handling (which cleared its STRIPE_BATCH_READY).
+
+    ``delayed_only``: only the rcw messages whose last field, ``test_bit(STRIPE_DELAYED)``,
+    is 1 (the rmw message does not say)."""
     out: dict[int, list[int]] = {}
     msg = np.flatnonzero((table.action == ACT_MESSAGE) & (table.dev.astype(np.int64) == top_dev))
     for i in msg.tolist():
         text = table.comms[int(table.comm[i])].split()
         if len(text) >= 3 and text[0] == "raid5" and text[1] in ("rmw", "rcw") and \
                 text[2].isdigit():
+            if delayed_only and not (text[1] == "rcw" and len(text) >= 6 and text[5] == "1"):
+                continue
             out.setdefault(int(text[2]), []).append(int(table.time_ns[i]) - t0)
     for v in out.values():
         v.sort()

@@ -858,6 +858,7 @@ def replay(bios: BioStream, stack: Stack, policy: Policy, *, seed: int = 0,
         eng.r5_session_start = list(runs.session_start)
         eng.r5_session_end = list(runs.session_end)
         eng.r5_dirtied = dict(runs.dirtied)
+        eng.r5_delay_msgs = dict(runs.delayed)
         eng.r5_linked = dict(runs.linked)
         for s0, sleep_dev, sleep_sector, sleep_write, wake in runs.sleeps:
             eng.r5_sleeps.setdefault((sleep_dev, sleep_sector, sleep_write), []).append(

@@ -340,7 +340,8 @@ class R5Stripe:
     __slots__ = ("node", "msec", "pd", "qd", "written", "wanted", "pieces", "units",
                  "remaining", "phase", "pid", "array_sector", "up", "uptodate", "preread",
                  "full", "owner", "due", "opf", "due_mask", "block_pieces", "reload",
-                 "after", "batch_ready", "born", "filled", "late", "walk")
+                 "after", "batch_ready", "born", "filled", "late", "walk", "delay_traced",
+                 "held_to")
 
     def __init__(self, node: Node, msec: int, pd: int, pid: int, qd: int = -1) -> None:
         self.node = node
@@ -363,6 +364,11 @@ class R5Stripe:
         #: STRIPE_PREREAD_ACTIVE: may read for a partial write now (a REQ_SYNC write, or
         #: activated from the delayed list)
         self.preread = False
+        #: raid5d's handling at ``due`` is one the trace shows delaying the row
+        self.delay_traced = False
+        #: a row the trace shows delayed: when the trace's next handling reads it (then
+        #: activated, ``Engine._hold_delayed``); -1 none (the preread count decides)
+        self.held_to = -1
         #: counted in pending_full_writes (written with no reads)
         self.full = False
         #: the thread whose plug holds the stripe (STRIPE_ON_UNPLUG_LIST on its
@@ -526,6 +532,8 @@ class Engine:
         self.r5_reads: dict[int, list[int]] = {}
         #: when raid5d's handle_stripe_dirtying traced a message for a row (raid5d_runs)
         self.r5_dirtied: dict[int, list[int]] = {}
+        #: when raid5d put a row on the delayed list, as its "raid5 rcw S N Q 1" says
+        self.r5_delay_msgs: dict[int, list[int]] = {}
         #: whether each of those runs wrote the next row in the same ops_run_io walk
         self.r5_linked: dict[int, list[bool]] = {}
         #: stripe row -> every member the trace shows raid5d reading for the row (bits), or
@@ -1736,7 +1744,15 @@ class Engine:
     def _raid5d_due(self, sh: R5Stripe) -> int:
         """When raid5d handles ``sh`` next: the start of the trace's first raid5d run of the
         row at or after the model's clock (then a wake-up is queued), or now where the trace
-        shows none. Asked once per handling step (reset when the stripe is handled)."""
+        shows none. Asked once per handling step (reset when the stripe is handled).
+
+        A row the trace shows raid5d delaying with no I/O ("raid5 rcw S N Q 1",
+        ``r5_delay_msgs``) before its next run is due then; where the model's clock is past
+        that handling when the row is released (a plug held it longer in the model), it is
+        asked again: the row's next traced handling decides."""
+        if sh.due >= 0 and sh.delay_traced and sh.due < self.now:
+            sh.due = -1
+            sh.delay_traced = False
         if sh.due < 0:
             runs = self.r5_runs.get(sh.msec) if sh.node is self.stack.top else None
             due = self.now
@@ -1746,6 +1762,16 @@ class Engine:
                     due = runs[k]
                     sh.due_mask = self._present_then(sh, self.r5_writes[sh.msec][k],
                                                      self.r5_reads[sh.msec][k])
+            held = self.r5_delay_msgs.get(sh.msec) if sh.node is self.stack.top else None
+            if held:
+                j = bisect.bisect_left(held, self.now)
+                if j < len(held) and held[j] < due and not sh.preread:
+                    # raid5d handled the row first with no I/O and put it on the delayed
+                    # list (handle_stripe_dirtying: a row that is not STRIPE_PREREAD_ACTIVE;
+                    # one the model has PREREAD_ACTIVE keeps the run's time)
+                    due = held[j]
+                    sh.due_mask = 0
+                    sh.delay_traced = True
             sh.due = due
             if due > self.now and due not in self.r5_wakes:
                 self.r5_wakes.add(due)
@@ -2011,6 +2037,9 @@ class Engine:
                 self._stripe_io_done(sh, self.now)
             return
         reads = self._dirtying_reads(sh)
+        traced_delay = sh.delay_traced
+        sh.delay_traced = False
+        sh.held_to = -1
         if not reads or not sh.preread:
             self._split_late(sh)
         if not reads:
@@ -2026,6 +2055,8 @@ class Engine:
             # handle_stripe_dirtying: a write that must read first and is not
             # STRIPE_PREREAD_ACTIVE waits (STRIPE_DELAYED) for more writes to its row
             self.r5_delayed[(sh.node.dev, sh.msec)] = sh
+            if traced_delay:
+                self._hold_delayed(sh)
             return
         self._start_reads(sh, reads)
 
@@ -2164,14 +2195,47 @@ class Engine:
         (``preread_active_stripes`` < IO_THRESHOLD = 1) and no full-stripe write is in flight
         (``pending_full_writes`` == 0), lowest row first. Until then more writes may fill a
         row, which is then written with no reads (a flusher's rows at the end of its plug,
-        filled by its next one)."""
-        if not self.r5_delayed or self.r5_preread_active or self.r5_full_writes:
+        filled by its next one). A row the trace shows delayed waits for the trace's next
+        handling of it instead, and is activated then whatever the counts
+        (:meth:`_hold_delayed`)."""
+        if not self.r5_delayed:
             return
-        delayed = sorted(self.r5_delayed.values(), key=lambda sh: (sh.node.dev, sh.msec))
-        self.r5_delayed = {}
+        # rows the trace shows delayed: activated at the trace's next read of the row
+        traced = [sh for sh in self.r5_delayed.values() if 0 <= sh.held_to <= self.now]
+        if self.r5_preread_active or self.r5_full_writes:
+            delayed = traced
+        else:
+            delayed = [sh for sh in self.r5_delayed.values()
+                       if sh.held_to < 0 or sh.held_to <= self.now]
+        delayed.sort(key=lambda sh: (sh.node.dev, sh.msec))
+        for sh in delayed:
+            del self.r5_delayed[(sh.node.dev, sh.msec)]
+            sh.held_to = -1
         for sh in delayed:
             sh.preread = True
             self._handle_stripe(sh)
+
+    def _hold_delayed(self, sh: R5Stripe) -> None:
+        """A row the trace shows raid5d delaying ("raid5 rcw S N Q 1") waits on the delayed
+        list for the trace's next handling of it: where that one reads, the row was
+        activated then (``raid5_activate_delayed`` moves the whole delayed list to the hold
+        list once ``preread_active_stripes`` is below IO_THRESHOLD, and raid5d's next pass
+        reads every row of it, so rows delayed in one pass read together); where it writes
+        with no reads, more writes filled the row first (``add_stripe_bio`` takes it off the
+        delayed list) and it was not activated before (``__get_priority_stripe`` leaves the
+        hold list alone while ``pending_full_writes`` is not 0). A row with no later traced
+        handling keeps the count rule (:meth:`_activate_delayed`)."""
+        runs = self.r5_runs.get(sh.msec)
+        if not runs:
+            return
+        k = bisect.bisect_left(runs, self.now)
+        if k >= len(runs):
+            return
+        sh.held_to = runs[k]  # a write with no reads: still delayed then, read then
+        if sh.held_to > self.now and sh.held_to not in self.r5_wakes:
+            self.r5_wakes.add(sh.held_to)
+            self.hseq += 1
+            heapq.heappush(self.heap, (sh.held_to, self.hseq, EV_RAID5D, None))
 
     def _stripe_writes(self, sh: R5Stripe, *, counted: bool = False) -> None:
         """``ops_run_io`` after the parity is computed: the written blocks and the parity,
