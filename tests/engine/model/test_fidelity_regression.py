@@ -117,6 +117,10 @@ CALIBRATION = {
     # queue, keeps 7056.. from merging). First 52 ms of the cell; was 0.946 (the whole cell
     # 0.972 -> 0.987)
     "6.12.117+deb13-amd64/r1_d3_writeback_24M": 0.988,
+    # buffered writeback through raid5, cut to 95..135 ms (low in itself: stripes begun
+    # before the cut): rows raid5d delayed in one pass ("raid5 rcw S N Q 1") read together
+    # once activated, as the trace's next handlings show (was 0.650)
+    "6.16.12+deb13-amd64/r5_d4_c128_writeback_24M_mid": 0.697,
 }
 EVALUATION = {
     "7.2.13+deb14-amd64/r10o2_d3_c64_dd256k": 1.000,
