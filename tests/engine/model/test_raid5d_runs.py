@@ -1464,3 +1464,37 @@ def test_raid5d_asleep_in_a_write_by_order_cuts_its_plug_inside_the_row():
     assert member3(_rows_back_replay(True)) == alone + [(288, 32)]
     assert member3(_rows_back_replay(True, ("raid5d_write_sleeps",)))[:len(alone) + 1] == \
         alone + [(288, 8)]
+
+
+def test_rows_raid5d_delayed_in_one_pass_read_together():
+    """A plain write (not REQ_SYNC) of member 1's blocks of rows 0 and 8: each row must read
+    first (reconstruct-write: members 0 and 2) and is not STRIPE_PREREAD_ACTIVE, so raid5d's
+    ``handle_stripe_dirtying`` delays both, with no I/O; its messages ("raid5 rcw S 2 0 1",
+    the last field STRIPE_DELAYED) say so. ``raid5_activate_delayed`` then moves the whole
+    delayed list to the hold list and raid5d reads both rows in one pass, as the trace
+    shows (600 us). Handled each at its read's time, row 0 was activated alone and row 8
+    waited behind ``preread_active_stripes`` until row 0's reads were back (``Raid5dRuns.
+    delayed``, ``Engine._hold_delayed``)."""
+    ev = _q(0, 1, 128, 16) + _u(10, 1)
+    for k, (m, row) in enumerate([(2, 0), (0, 0), (2, 8), (0, 8)]):
+        ev += _r5d(600_000 + 10 * k, m, row, read=True, getrq=row == 0)
+    ev += _u(600_100, RAID5D, MEMBERS[0])
+    for k, (m, row) in enumerate([(3, 0), (1, 0), (3, 8), (1, 8)]):
+        ev += _r5d(5_000_000 + 10 * k, m, row, getrq=row == 0)
+    ev += _u(5_000_100, RAID5D, MEMBERS[0])
+    table = _table(ev)
+    msg = EventTable.from_columns(time_ns=[500_000, 500_005], dev=[MD, MD],
+                                  action=[ACT_MESSAGE, ACT_MESSAGE], pid=[RAID5D, RAID5D],
+                                  comm=[1, 2])
+    msg.comms = [msg.comms[0], "raid5 rcw 0 2 0 1", "raid5 rcw 8 2 0 1"]
+    table = EventTable.concat([table, msg])
+    stack = stack_from_spec("raid5:disks=4,chunk=64k")
+    q = np.flatnonzero((table.action == ACT_QUEUE) & (table.dev == MD))
+    runs = raid5d_runs(table, q, stack, int(table.time_ns[q].min()))
+    assert runs is not None and runs.delayed == {0: [500_000], 8: [500_005]}
+    out = replay(bios_from_table(table, MD, stack=stack), stack, preset_for_kernel("6.1"),
+                 engine="python")
+    reads = [(t, m, s) for t, m, s, _n, r in _member(out, ACT_QUEUE) if not r & RWBS_WRITE]
+    assert sorted((m, s) for _t, m, s in reads) == [(0, 0), (0, 8), (2, 0), (2, 8)]
+    # row 8 with row 0, not once row 0's reads are back (672.9 us without the messages)
+    assert all(t < 620_000 for t, _m, _s in reads), reads
