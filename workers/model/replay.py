@@ -322,9 +322,14 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         # when members finished, and on any stack the requests that can still merge in a
         # queue depend on what the device has finished (a replay on a disk model's clock
         # drifts: 6.17.13 r5_d6_c64_fio4M_qd4 under KVM, 89.3% on an HDD model's backlog)
-        served = traced_service(table, int(table.time_ns[rows].min()))
-        if served.shape[1]:
-            meta["traced_service"] = served
+        # (a Python pass over the trace's D and C events: kept to what the Python engine
+        # replays, FAST_MIN_BIOS bios, and to raid5d and raid1 on the trace's clock, which
+        # need it at any size; the compiled engine has no use for it)
+        if n < FAST_MIN_BIOS or runs is not None or (
+                depth == 0 and stack is not None and stack.top.kind == "raid1"):
+            served = traced_service(table, int(table.time_ns[rows].min()))
+            if served.shape[1]:
+                meta["traced_service"] = served
         read_sessions = read_plug_sessions(table, rows, stack)
         if read_sessions is not None:
             meta["raid5d_read_sessions"] = read_sessions

@@ -383,3 +383,31 @@ def test_a_replay_keeps_the_trace_s_clock_on_a_plain_disk():
     c = np.flatnonzero((out.action == ACT_COMPLETE) & (out.dev == vda))
     assert len(d) == 2 and len(c) == 2
     assert out.time_ns[c].tolist() == [101_000, 1_101_000]
+
+
+def test_the_trace_s_service_is_read_only_where_the_python_engine_replays():
+    """``traced_service`` is a Python pass over every D and C: a plain disk's trace of
+    FAST_MIN_BIOS bios or more (the compiled engine's, which has no use for it) skips it; a
+    smaller one carries it."""
+    from workers.model.replay import FAST_MIN_BIOS
+    from workers.model.stack import stack_from_manifest
+
+    manifest = {"kernel": "6.17.13+deb13-amd64", "stack": {"top": "254,0", "kind": "disk"},
+                "limits": {"254,0": {"rotational": 0, "scheduler": "none",
+                                     "max_sectors_kb": 1280}},
+                "devices": {"vda": "254,0"}}
+    stack = stack_from_manifest(manifest)
+    vda = stack.top.dev
+
+    def table(n: int) -> EventTable:
+        rows = []
+        for k in range(n):
+            t0 = k * 100_000
+            rows += [(t0, vda, ACT_QUEUE, "R", 8 * k, 8, 1),
+                     (t0 + 1000, vda, ACT_ISSUE, "R", 8 * k, 8, 1),
+                     (t0 + 50_000, vda, ACT_COMPLETE, "R", 8 * k, 8, 0)]
+        return _traced(rows)
+
+    assert "traced_service" in bios_from_table(table(10), vda, stack=stack).meta
+    assert "traced_service" not in bios_from_table(table(FAST_MIN_BIOS), vda,
+                                                   stack=stack).meta
