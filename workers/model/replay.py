@@ -321,7 +321,7 @@ def bios_from_table(table: EventTable, top_dev: int, *, workload: str | None = N
         # raid5d's handlings and raid1's read_balance (choose_best_rdev: nr_pending) hang on
         # when members finished, and on any stack the requests that can still merge in a
         # queue depend on what the device has finished (a replay on a disk model's clock
-        # drifts: 6.17.13 r5_d6_c64_fio4M_qd4 under KVM, 89.3% on an HDD model's backlog)
+        # drifts: 6.17.13 r5_d6_c64_fio4M_qd4, 89.3% on an HDD model's backlog)
         # (a Python pass over the trace's D and C events: kept to what the Python engine
         # replays, FAST_MIN_BIOS bios, and to raid5d and raid1 on the trace's clock, which
         # need it at any size; the compiled engine has no use for it)

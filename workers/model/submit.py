@@ -711,7 +711,7 @@ class Engine:
         disk model (an HDD for a virtio disk that says it is rotational) would queue them
         one behind another, and a replay that merged one request otherwise than the kernel
         then drifts further from the trace with every request (6.17.13
-        r5_d6_c64_fio4M_qd4 under KVM: 2.5 ms per 64 KiB read in the trace, hundreds of ms
+        r5_d6_c64_fio4M_qd4: 2.5 ms per 64 KiB read in the trace, hundreds of ms
         in the HDD model's backlog). None where the trace shows the device serve nothing of
         that kind. Used only for a disk whose service model was guessed (none named in the
         manifest or by the caller): a named device model serves what the trace lacks."""

@@ -95,7 +95,7 @@ CALIBRATION = {
     "6.18.15+deb13-amd64/p2_r1_d2_blkdiscard": 1.000,
     # every stack on the trace's clock: member reads complete at the trace's C, and one the
     # trace lacks after its device's traced D->C for that size (was 0.893 on the HDD model's
-    # backlog of a rotational virtio disk, under KVM)
+    # backlog of a rotational virtio disk)
     "6.17.13+deb13-amd64/r5_d6_c64_fio4M_qd4": 1.000,
     # a write's reconstruct-write reads go into the raid5d plug session the trace shows them
     # in, after the first rows' session was finished (was 0.453; probe-2 cell, lbs 4096, its
