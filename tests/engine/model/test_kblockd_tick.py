@@ -42,6 +42,16 @@ VDA, VDB, VDC = (m.dev for m in STACK.top.members)
 DD, KWORKER = 7, 99
 
 
+
+def _table(rows: list[tuple[int, int, int, int, int, int]]) -> EventTable:
+    """rows: (time in us, dev, action, sector, nr, pid), all reads."""
+    t, dev, act, sec, nr, pid = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    table = EventTable.from_columns(time_ns=t * 1000, dev=dev, action=act, sector=sec,
+                                    nr_sectors=nr, pid=pid,
+                                    rwbs=np.full(len(t), RWBS_READ))
+    table.meta["format"] = "blktrace"
+    return table
+
 def _piece(t: int, dev: int, sector: int) -> list[tuple[int, int, int, int, int, int]]:
     """dd queues a 128 KiB member piece, gets a request for it and inserts it (no P)."""
     return [(t, dev, ACT_QUEUE, sector, 256, DD), (t + 1, dev, ACT_GETRQ, sector, 256, DD),
@@ -65,12 +75,7 @@ def _trace(tick_after_first_piece: bool) -> EventTable:
         rows += [(40, VDA, ACT_QUEUE, 256, 256, DD), (41, VDA, ACT_BACKMERGE, 256, 256, DD)]
         rows += [(50, VDA, ACT_ISSUE, 0, 512, KWORKER), (51, VDB, ACT_ISSUE, 0, 256, KWORKER),
                  (52, VDC, ACT_ISSUE, 256, 256, KWORKER)]
-    t, dev, act, sec, nr, pid = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
-    table = EventTable.from_columns(time_ns=t * 1000, dev=dev, action=act, sector=sec,
-                                    nr_sectors=nr, pid=pid,
-                                    rwbs=np.full(len(t), RWBS_READ))
-    table.meta["format"] = "blktrace"
-    return table
+    return _table(rows)
 
 
 def _replayed_vda(table: EventTable) -> list[tuple[str, int, int]]:
@@ -124,12 +129,7 @@ def _worker_on_another_cpu() -> EventTable:
     rows += _merge(80, VDB, 768)
     rows += [(90, VDB, ACT_ISSUE, 0, 256, KWORKER), (91, VDB, ACT_ISSUE, 512, 512, KWORKER),
              (95, VDA, ACT_ISSUE, 768, 256, KWORKER)]
-    t, dev, act, sec, nr, pid = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
-    table = EventTable.from_columns(time_ns=t * 1000, dev=dev, action=act, sector=sec,
-                                    nr_sectors=nr, pid=pid,
-                                    rwbs=np.full(len(t), RWBS_READ))
-    table.meta["format"] = "blktrace"
-    return table
+    return _table(rows)
 
 
 def test_each_queue_is_read_at_its_own_d():
@@ -167,12 +167,7 @@ def _tick_between_g_and_i() -> EventTable:
              (55, VDC, ACT_ISSUE, 256, 256, KWORKER), (60, VDB, ACT_INSERT, 512, 256, DD)]
     rows += _piece(70, VDC, 512)
     rows += [(80, VDB, ACT_ISSUE, 512, 256, KWORKER), (81, VDC, ACT_ISSUE, 512, 256, KWORKER)]
-    t, dev, act, sec, nr, pid = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
-    table = EventTable.from_columns(time_ns=t * 1000, dev=dev, action=act, sector=sec,
-                                    nr_sectors=nr, pid=pid,
-                                    rwbs=np.full(len(t), RWBS_READ))
-    table.meta["format"] = "blktrace"
-    return table
+    return _table(rows)
 
 
 def test_a_tick_between_a_requests_g_and_its_i_runs_the_queues_without_it():

@@ -159,6 +159,14 @@ def _md_read(t0: int, pid: int, sector: int, md: int, member: int, c_after: int)
             (t0 + c_after + 1000, md, ACT_COMPLETE, "R", sector, 8, 0)]
 
 
+#: md0 raid1 over vda and vdb, rotational members (the disk model an HDD)
+_RAID1_MANIFEST = {"kernel": "6.12.117+deb13-amd64",
+                   "stack": {"top": "9,0", "kind": "raid1", "members": ["254,0", "254,16"]},
+                   "limits": {d: {"rotational": 1, "scheduler": "none", "max_sectors_kb": 1280}
+                              for d in ("9,0", "254,0", "254,16")},
+                   "devices": {"md0": "9,0", "vda": "254,0", "vdb": "254,16"}}
+
+
 def test_raid1_read_balance_sees_the_members_busy_as_the_trace_served_them():
     """raid1 on the trace's clock: a member request the trace shows completes at its traced
     C, so ``read_balance``'s ``nr_pending`` is the kernel's. Two readers: vda served the first
@@ -167,11 +175,7 @@ def test_raid1_read_balance_sees_the_members_busy_as_the_trace_served_them():
     the rotational disk model (several ms), vda was still busy and the read went to vdb
     (6.12.117 p_r1_d2_fstrim: mkfs's reads of the backup superblocks)."""
     md, vda, vdb = make_dev(9, 0), make_dev(254, 0), make_dev(254, 16)
-    manifest = {"kernel": "6.12.117+deb13-amd64",
-                "stack": {"top": "9,0", "kind": "raid1", "members": ["254,0", "254,16"]},
-                "limits": {d: {"rotational": 1, "scheduler": "none", "max_sectors_kb": 1280}
-                           for d in ("9,0", "254,0", "254,16")},
-                "devices": {"md0": "9,0", "vda": "254,0", "vdb": "254,16"}}
+    manifest = _RAID1_MANIFEST
     stack = stack_from_manifest(manifest)
     table = _traced(_md_read(0, 2, 1000, md, vda, 100_000)
                     + _md_read(500_000, 1, 500000, md, vda, 600_000))
@@ -194,11 +198,7 @@ def test_raid1_read_balance_sees_a_member_s_head_where_its_last_read_ended():
     (head 8), not to vdb, whose read in flight will leave its head at 10008 (7.3.4
     p_r1_d2_fstrim: mount's metadata reads)."""
     md, vda, vdb = make_dev(9, 0), make_dev(254, 0), make_dev(254, 16)
-    manifest = {"kernel": "6.12.117+deb13-amd64",
-                "stack": {"top": "9,0", "kind": "raid1", "members": ["254,0", "254,16"]},
-                "limits": {d: {"rotational": 1, "scheduler": "none", "max_sectors_kb": 1280}
-                           for d in ("9,0", "254,0", "254,16")},
-                "devices": {"md0": "9,0", "vda": "254,0", "vdb": "254,16"}}
+    manifest = _RAID1_MANIFEST
     stack = stack_from_manifest(manifest)
     table = _traced(_md_read(0, 1, 0, md, vda, 50_000)
                     + _md_read(100_000, 1, 100000, md, vda, 10_000_000)
@@ -223,11 +223,7 @@ def test_the_traces_service_keeps_discards_apart_from_writes_and_reads():
     from workers.model.replay import traced_service
 
     md, vda, vdb = make_dev(9, 0), make_dev(254, 0), make_dev(254, 16)
-    manifest = {"kernel": "6.12.117+deb13-amd64",
-                "stack": {"top": "9,0", "kind": "raid1", "members": ["254,0", "254,16"]},
-                "limits": {d: {"rotational": 1, "scheduler": "none", "max_sectors_kb": 1280}
-                           for d in ("9,0", "254,0", "254,16")},
-                "devices": {"md0": "9,0", "vda": "254,0", "vdb": "254,16"}}
+    manifest = _RAID1_MANIFEST
     stack = stack_from_manifest(manifest)
     rows = []
     for t0, rw, pid, c_after in ((0, "DS", 1, 400_000), (1_000_000, "WS", 2, 100_000)):
